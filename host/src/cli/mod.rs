@@ -1,0 +1,102 @@
+//! Argument parsing, logging set-up and the shared steps of every command.
+
+mod check;
+mod eval;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use guardhost::{install, Guardrail, LoadedConfig};
+
+const AFTER_HELP: &str = "\
+Without --config, guardhost uses its embedded default: the built-in allowlist
+provider (builtin:AllowlistProvider), enabled, fail-closed, denying the tools
+`bash`, `write_file` and `str_replace` and allowing every other tool.
+`guardhost check` shows it; the README shows how to write your own.
+
+Exit codes: 0 ok / allowed, 1 denied (eval) or malformed input lines (run),
+2 usage, config or load error, 3 a provider interrupt.
+Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`) to change
+how much (default `warn`: every denial is logged).";
+
+/// guardhost: decides, before each tool call an agent makes, whether it may run.
+#[derive(Debug, Parser)]
+#[command(name = "guardhost", version, about, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Load, resolve and construct the configured provider, and describe it.
+    Check {
+        /// A DeerFlow-style config.yaml, or a file whose top level is the
+        /// `guardrails:` section. Default: the embedded default config.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Run one tool call through the guardrail and print the outcome as JSON.
+    Eval(eval::EvalArgs),
+    /// Read tool calls as JSON lines and answer each with a tool message line.
+    Run(run::RunArgs),
+}
+
+/// A failure that ends a command with exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] guardhost::ConfigError),
+    #[error(transparent)]
+    Build(#[from] guardhost::BuildError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+/// Loads the config named on the command line, or the embedded default.
+fn load_config(path: Option<&std::path::Path>) -> Result<LoadedConfig, CliError> {
+    Ok(match path {
+        Some(path) => LoadedConfig::from_path(path)?,
+        None => LoadedConfig::embedded_default(),
+    })
+}
+
+/// Loads the config and builds its guardrail (`None` when not installed).
+fn load_guardrail(path: Option<&std::path::Path>) -> Result<(LoadedConfig, Option<Guardrail>), CliError> {
+    let config = load_config(path)?;
+    let guardrail = install(&config)?;
+    Ok((config, guardrail))
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.command {
+        Command::Check { config } => check::run(config.as_deref()),
+        Command::Eval(args) => eval::run(args),
+        Command::Run(args) => run::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("guardhost: error: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GUARDHOST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .without_time()
+        .init();
+}

@@ -1,0 +1,252 @@
+//! The `guardrails:` configuration section: keys, defaults, `$ENV_VAR`
+//! secrets, and where relative paths are resolved from.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::yaml;
+
+/// The text of the embedded default config (what `guardhost` uses when no
+/// `--config` is given).
+pub const DEFAULT_CONFIG_YAML: &str = include_str!("default-config.yaml");
+
+/// The keys the `guardrails:` section may hold.
+const SECTION_KEYS: [&str; 4] = ["enabled", "fail_closed", "passport", "provider"];
+
+/// The `guardrails:` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardrailsConfig {
+    /// Install the middleware at all (default `false`).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Block the call when the provider errors (default `true`).
+    #[serde(default = "default_true")]
+    pub fail_closed: bool,
+    /// OAP passport path or hosted agent id; becomes `request.agent_id`.
+    #[serde(default)]
+    pub passport: Option<String>,
+    /// Where the provider is and how to construct it.
+    #[serde(default)]
+    pub provider: Option<ProviderSpec>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for GuardrailsConfig {
+    fn default() -> Self {
+        GuardrailsConfig { enabled: false, fail_closed: true, passport: None, provider: None }
+    }
+}
+
+/// `guardrails.provider`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSpec {
+    /// `path/to/libfoo.so:Symbol`, or `builtin:AllowlistProvider`.
+    #[serde(rename = "use")]
+    pub use_: String,
+    /// The constructor's keyword arguments (after `$ENV_VAR` resolution).
+    #[serde(default)]
+    pub config: Map<String, Value>,
+}
+
+impl GuardrailsConfig {
+    /// Whether the middleware is installed: `enabled` **and** a provider set.
+    pub fn is_active(&self) -> bool {
+        self.enabled && self.provider.is_some()
+    }
+}
+
+/// Where a config came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigOrigin {
+    /// The embedded default.
+    Embedded,
+    /// A file.
+    File(PathBuf),
+}
+
+/// A parsed config together with what is needed to act on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedConfig {
+    /// The section.
+    pub guardrails: GuardrailsConfig,
+    /// Where relative `use:` paths are resolved from: the config file's
+    /// directory (the working directory for the embedded default).
+    pub base_dir: PathBuf,
+    /// Where the config came from.
+    pub origin: ConfigOrigin,
+    /// False when the file was a whole application config without a
+    /// `guardrails:` section (so the defaults apply).
+    pub section_found: bool,
+}
+
+/// A config that cannot be used. Every variant says what to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not YAML.
+    #[error("{origin}: {source}")]
+    Yaml {
+        /// The file, or "embedded default".
+        origin: String,
+        /// The parser's message.
+        source: yaml::YamlError,
+    },
+    /// The document's top level is not a mapping.
+    #[error("{origin}: the top level must be a mapping (either a `guardrails:` section or its keys: enabled, fail_closed, passport, provider), found {found}")]
+    NotAMapping {
+        /// The file.
+        origin: String,
+        /// The JSON type found.
+        found: &'static str,
+    },
+    /// A key or value in the section is wrong.
+    #[error("{origin}: invalid `guardrails` section: {message} (valid keys: enabled, fail_closed, passport, provider {{use, config}})")]
+    Section {
+        /// The file.
+        origin: String,
+        /// serde's message, which names the key.
+        message: String,
+    },
+    /// `provider.config` names an environment variable that is not set.
+    #[error("{origin}: `guardrails.provider.config.{key}` is `${var}`, but the environment variable {var} is not set; export it before starting guardhost")]
+    MissingEnvVar {
+        /// The file.
+        origin: String,
+        /// The config key (dotted path) that refers to it.
+        key: String,
+        /// The variable.
+        var: String,
+    },
+}
+
+impl LoadedConfig {
+    /// Reads a config file: a whole application `config.yaml` (its
+    /// `guardrails:` section is used, everything else ignored) or a file whose
+    /// top level is the section itself.
+    pub fn from_path(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let base_dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        Self::from_yaml(&text, base_dir, ConfigOrigin::File(path.into()), env_lookup)
+    }
+
+    /// The embedded default config.
+    pub fn embedded_default() -> Self {
+        let base_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Self::from_yaml(DEFAULT_CONFIG_YAML, base_dir, ConfigOrigin::Embedded, env_lookup)
+            .expect("the embedded default config is valid")
+    }
+
+    /// Parses config text; `lookup` resolves `$ENV_VAR` references.
+    pub fn from_yaml(
+        text: &str,
+        base_dir: PathBuf,
+        origin: ConfigOrigin,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let name = match &origin {
+            ConfigOrigin::Embedded => "embedded default config".to_owned(),
+            ConfigOrigin::File(p) => p.display().to_string(),
+        };
+        let document =
+            yaml::parse(text).map_err(|source| ConfigError::Yaml { origin: name.clone(), source })?;
+        let (section, section_found) = match document {
+            Value::Null => (Value::Object(Map::new()), false),
+            Value::Object(mut top) => match top.remove("guardrails") {
+                Some(Value::Null) => (Value::Object(Map::new()), true),
+                Some(section) => (section, true),
+                None if top.keys().any(|k| SECTION_KEYS.contains(&k.as_str())) => (Value::Object(top), true),
+                None => (Value::Object(Map::new()), false),
+            },
+            other => return Err(ConfigError::NotAMapping { origin: name, found: json_type(&other) }),
+        };
+        let mut guardrails: GuardrailsConfig = serde_json::from_value(section)
+            .map_err(|e| ConfigError::Section { origin: name.clone(), message: e.to_string() })?;
+        if let Some(provider) = guardrails.provider.as_mut() {
+            for (key, value) in provider.config.iter_mut() {
+                resolve_env(value, key, &lookup).map_err(|(key, var)| ConfigError::MissingEnvVar {
+                    origin: name.clone(),
+                    key,
+                    var,
+                })?;
+            }
+        }
+        Ok(LoadedConfig { guardrails, base_dir, origin, section_found })
+    }
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The JSON type name of a value, for error messages.
+pub(crate) fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// The variable a string refers to when the whole string is `$NAME` or
+/// `${NAME}` (NAME: letters, digits, `_`, not starting with a digit).
+fn env_reference(s: &str) -> Option<&str> {
+    let name = s.strip_prefix('$')?;
+    let name = name.strip_prefix('{').and_then(|n| n.strip_suffix('}')).unwrap_or(name);
+    let mut chars = name.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic() || first == '_')
+        .then_some(())
+        .filter(|_| chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(|_| name)
+}
+
+/// Replaces `$NAME` strings anywhere inside `value`; on a missing variable
+/// returns (dotted key path, variable).
+fn resolve_env(
+    value: &mut Value,
+    path: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<(), (String, String)> {
+    match value {
+        Value::String(s) => {
+            if let Some(var) = env_reference(s) {
+                *s = lookup(var).ok_or_else(|| (path.to_owned(), var.to_owned()))?;
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                resolve_env(item, &format!("{path}[{i}]"), lookup)?;
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                resolve_env(v, &format!("{path}.{k}"), lookup)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

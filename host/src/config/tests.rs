@@ -1,0 +1,121 @@
+use super::*;
+use serde_json::json;
+
+fn parse(text: &str) -> Result<LoadedConfig, ConfigError> {
+    parse_with_env(text, &[])
+}
+
+fn parse_with_env(text: &str, env: &[(&str, &str)]) -> Result<LoadedConfig, ConfigError> {
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    LoadedConfig::from_yaml(
+        text,
+        PathBuf::from("/cfg"),
+        ConfigOrigin::File("/cfg/config.yaml".into()),
+        |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
+    )
+}
+
+#[test]
+fn defaults_are_disabled_fail_closed_no_passport_no_provider() {
+    let c = parse("guardrails: {}\n").unwrap().guardrails;
+    assert_eq!(c, GuardrailsConfig { enabled: false, fail_closed: true, passport: None, provider: None });
+    assert_eq!(GuardrailsConfig::default(), c);
+    assert!(!c.is_active());
+}
+
+#[test]
+fn full_section_is_parsed() {
+    let c = parse(
+        "guardrails:\n  enabled: true\n  fail_closed: false\n  passport: ./passport.json\n  provider:\n    use: builtin:AllowlistProvider\n    config:\n      denied_tools: [bash]\n",
+    )
+    .unwrap()
+    .guardrails;
+    assert!(c.enabled && !c.fail_closed && c.is_active());
+    assert_eq!(c.passport.as_deref(), Some("./passport.json"));
+    let p = c.provider.unwrap();
+    assert_eq!(p.use_, "builtin:AllowlistProvider");
+    assert_eq!(Value::Object(p.config), json!({"denied_tools": ["bash"]}));
+}
+
+#[test]
+fn inactive_when_disabled_or_without_provider() {
+    let disabled =
+        parse("guardrails:\n  enabled: false\n  provider: {use: builtin:AllowlistProvider}\n").unwrap();
+    assert!(!disabled.guardrails.is_active());
+    let no_provider = parse("guardrails:\n  enabled: true\n").unwrap();
+    assert!(!no_provider.guardrails.is_active());
+}
+
+#[test]
+fn other_top_level_sections_are_ignored() {
+    let c = parse("models: [{name: gpt}]\nsandbox: {use: x}\nguardrails:\n  enabled: true\n").unwrap();
+    assert!(c.guardrails.enabled && c.section_found);
+}
+
+#[test]
+fn a_file_may_be_the_section_itself() {
+    let c = parse("enabled: true\nprovider:\n  use: builtin:AllowlistProvider\n").unwrap();
+    assert!(c.guardrails.is_active() && c.section_found);
+}
+
+#[test]
+fn a_whole_config_without_the_section_means_defaults() {
+    let c = parse("models: []\n").unwrap();
+    assert!(!c.section_found);
+    assert_eq!(c.guardrails, GuardrailsConfig::default());
+    assert!(!parse("").unwrap().section_found);
+}
+
+#[test]
+fn unknown_keys_in_the_section_are_named() {
+    let err = parse("guardrails:\n  enabled: true\n  fail_open: true\n").unwrap_err().to_string();
+    assert!(err.contains("unknown field `fail_open`"), "{err}");
+    let err = parse("guardrails:\n  provider: {use: x, settings: {}}\n").unwrap_err().to_string();
+    assert!(err.contains("unknown field `settings`"), "{err}");
+    // A section file with a typo next to a real key is still a section file.
+    let err = parse("enabled: true\nfailclosed: false\n").unwrap_err().to_string();
+    assert!(err.contains("unknown field `failclosed`"), "{err}");
+}
+
+#[test]
+fn wrong_types_and_missing_use_are_explained() {
+    let err = parse("guardrails:\n  enabled: yes please\n").unwrap_err().to_string();
+    assert!(err.contains("invalid type") && err.contains("boolean"), "{err}");
+    let err = parse("guardrails:\n  provider: {config: {}}\n").unwrap_err().to_string();
+    assert!(err.contains("missing field `use`"), "{err}");
+    let err = parse("- a\n- b\n").unwrap_err().to_string();
+    assert!(err.contains("top level must be a mapping") && err.contains("a list"), "{err}");
+}
+
+#[test]
+fn env_vars_in_provider_config_are_resolved() {
+    let c = parse_with_env(
+        "guardrails:\n  provider:\n    use: x.so:Y\n    config:\n      api_key: $POLICY_KEY\n      nested: {token: '${TOKEN}', list: [$POLICY_KEY, plain]}\n      price: $5.00\n      literal: a$B\n",
+        &[("POLICY_KEY", "s3cret"), ("TOKEN", "t0k")],
+    )
+    .unwrap();
+    let config = Value::Object(c.guardrails.provider.unwrap().config);
+    assert_eq!(
+        config,
+        json!({"api_key": "s3cret", "nested": {"token": "t0k", "list": ["s3cret", "plain"]}, "price": "$5.00", "literal": "a$B"})
+    );
+}
+
+#[test]
+fn a_missing_env_var_is_named_with_its_key() {
+    let err = parse("guardrails:\n  provider:\n    use: x.so:Y\n    config:\n      nested: {api_key: $NOT_SET_ANYWHERE}\n")
+        .unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::MissingEnvVar { var, key, .. } if var == "NOT_SET_ANYWHERE" && key == "nested.api_key")
+    );
+    let text = err.to_string();
+    assert!(text.contains("NOT_SET_ANYWHERE is not set"), "{text}");
+}
+
+#[test]
+fn the_embedded_default_is_active_and_uses_the_builtin() {
+    let c = LoadedConfig::embedded_default();
+    assert_eq!(c.origin, ConfigOrigin::Embedded);
+    assert!(c.guardrails.is_active());
+    assert_eq!(c.guardrails.provider.unwrap().use_, "builtin:AllowlistProvider");
+}

@@ -1,0 +1,78 @@
+//! **guardhost** decides, before each tool call an autonomous agent makes,
+//! whether the call may run.
+//!
+//! It reads a `guardrails:` YAML section, loads the provider named by
+//! `use: path/to/libfoo.so:Symbol` (a library built against
+//! [`guardhost_abi`]) or a built-in one, checks the library's ABI, constructs
+//! the provider from `provider.config`, and wraps every tool call in a
+//! [`GuardrailMiddleware`] that behaves exactly like DeerFlow's: a denied
+//! call becomes an error tool message the agent can read and adapt to.
+//!
+//! # Example
+//!
+//! ```
+//! use guardhost::{install, ConfigOrigin, LoadedConfig, ToolCallRequest, ToolStatus};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let yaml = "
+//! guardrails:
+//!   enabled: true
+//!   provider:
+//!     use: builtin:AllowlistProvider
+//!     config: { denied_tools: [bash] }
+//! ";
+//! let config = LoadedConfig::from_yaml(yaml, ".".into(), ConfigOrigin::Embedded, |_| None)?;
+//! let guardrail = install(&config)?.expect("enabled with a provider");
+//!
+//! let call = ToolCallRequest::new("bash", Default::default()).with_id("call-1");
+//! let message = guardrail.middleware.wrap_tool_call(call, &|_| unreachable!("denied calls never run"))?;
+//! assert_eq!(message.status, ToolStatus::Error);
+//! assert_eq!(
+//!     message.content,
+//!     "Guardrail denied: tool 'bash' was blocked (oap.tool_not_allowed). \
+//!      Reason: tool 'bash' is denied. Choose an alternative approach."
+//! );
+//! # Ok(()) }
+//! ```
+//!
+//! # Map
+//!
+//! - [`config`]: the `guardrails:` section, defaults, `$ENV_VAR` secrets;
+//! - [`resolve`]: parsing `use:` and finding the library file;
+//! - [`loader`]: opening libraries and checking descriptors (all `unsafe`);
+//! - [`instantiate`]: config keys, `framework` injection, construction;
+//! - [`provider`]: the host's provider trait and the ABI adapter;
+//! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
+//! - [`audit`]: audit events and sinks;
+//! - [`request`]: tool calls, tool messages, requests and decisions.
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod audit;
+pub mod config;
+pub mod instantiate;
+pub mod loader;
+pub mod middleware;
+pub mod provider;
+pub mod request;
+pub mod resolve;
+mod setup;
+mod yaml;
+
+pub use audit::{
+    AuditAction, AuditChanges, AuditError, AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink,
+};
+pub use config::{ConfigError, ConfigOrigin, GuardrailsConfig, LoadedConfig, ProviderSpec};
+pub use instantiate::{instantiate, BuildError, LoadedProvider, ProviderInfo, ProviderSource};
+pub use loader::{LoadError, LoadErrorKind};
+pub use middleware::{
+    async_handler, AsyncHandler, GuardrailMiddleware, MiddlewareChain, SyncHandler, ToolCallError,
+    ToolCallMiddleware, ToolResult, Verdict,
+};
+pub use provider::{AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
+pub use request::{
+    GuardrailDecision, GuardrailReason, GuardrailRequest, RequestError, ToolCall, ToolCallRequest,
+    ToolMessage, ToolStatus,
+};
+pub use setup::{install, Guardrail};
+pub use yaml::YamlError;

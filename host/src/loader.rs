@@ -1,0 +1,242 @@
+//! Opening provider libraries and finding their descriptors.
+//!
+//! All of the host's `unsafe` lives here. The checks run in this order, and
+//! each failure has its own [`LoadErrorKind`]: the file exists; the OS loader
+//! accepts it; the symbol exists; it starts with the descriptor magic; its
+//! ABI major matches; it was built with `panic = "unwind"`; `abi_stable`
+//! accepts its factory's type layout. Only then is the factory touched.
+//!
+//! # Libraries are never unloaded
+//!
+//! Once opened, a library stays mapped until the process exits, and opening
+//! the same file again reuses it. A provider, a decision being dropped, a
+//! future still polled, and `abi_stable`'s own layout cache may all point into
+//! the library; unmapping it under any of them would crash the host. Leaking
+//! a few megabytes per distinct library is the price, as in `abi_stable`'s
+//! own loader.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use guardhost_abi::{flags, DescriptorHeader, ProviderDescriptor, ABI_MAJOR, FACTORY_LAYOUT, MAGIC};
+
+/// Why a library could not serve as a provider.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadErrorKind {
+    /// No file at any candidate path.
+    #[error("no such file; tried {}", list_paths(.tried))]
+    NotFound {
+        /// Every path tried.
+        tried: Vec<PathBuf>,
+    },
+    /// The OS loader refused the file.
+    #[error("not a loadable library: {reason}")]
+    NotLoadable {
+        /// The OS loader's own reason (e.g. `invalid ELF header`).
+        reason: String,
+    },
+    /// The library has no such symbol.
+    #[error("the library exports no symbol `{symbol}`; check the name after the colon (it is case-sensitive) and that the provider is exported with `export_provider!`")]
+    SymbolMissing {
+        /// The symbol.
+        symbol: String,
+    },
+    /// The symbol is not a guardhost provider descriptor.
+    #[error("symbol `{symbol}` is not a guardhost provider descriptor (its first bytes are not the descriptor magic); export providers with `guardhost_abi::export_provider!`")]
+    NotADescriptor {
+        /// The symbol.
+        symbol: String,
+    },
+    /// Built against another ABI major version.
+    #[error("the provider was built for guardhost provider ABI {found_major}.{found_minor}, but this host speaks ABI {expected}.x; rebuild the provider against guardhost-abi {expected}.x")]
+    AbiMajorMismatch {
+        /// The library's major.
+        found_major: u16,
+        /// The library's minor.
+        found_minor: u16,
+        /// The host's major.
+        expected: u16,
+    },
+    /// Built with `panic = "abort"`.
+    #[error("the library was built with panic = \"abort\": a panic in the provider would abort the whole host instead of becoming a provider error; rebuild it with panic = \"unwind\" (the default)")]
+    PanicAbort,
+    /// `abi_stable` rejected the factory's layout.
+    #[error("the provider's types do not match this host's ABI layout (built against a different guardhost-abi?): {summary}")]
+    LayoutMismatch {
+        /// The useful lines of `abi_stable`'s report.
+        summary: String,
+    },
+}
+
+fn list_paths(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// A library that could not be loaded as a provider.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot load provider `{symbol}` from {}: {kind}", path.display())]
+pub struct LoadError {
+    /// The library path (resolved).
+    pub path: PathBuf,
+    /// The symbol.
+    pub symbol: String,
+    /// What went wrong.
+    pub kind: LoadErrorKind,
+}
+
+/// The process-wide set of opened libraries, by canonical path.
+fn libraries() -> &'static Mutex<HashMap<PathBuf, &'static libloading::Library>> {
+    static LIBRARIES: OnceLock<Mutex<HashMap<PathBuf, &'static libloading::Library>>> = OnceLock::new();
+    LIBRARIES.get_or_init(Default::default)
+}
+
+/// Opens the first existing candidate and validates `symbol` in it; returns
+/// the library's canonical path and the descriptor, valid for the rest of the
+/// process.
+pub fn load(
+    candidates: &[PathBuf],
+    symbol: &str,
+) -> Result<(PathBuf, &'static ProviderDescriptor), LoadError> {
+    let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+        let shown = candidates.first().cloned().unwrap_or_default();
+        return Err(LoadError {
+            path: shown,
+            symbol: symbol.to_owned(),
+            kind: LoadErrorKind::NotFound { tried: candidates.to_vec() },
+        });
+    };
+    let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+    let fail = |kind| LoadError { path: canonical.clone(), symbol: symbol.to_owned(), kind };
+    let library = open(&canonical).map_err(fail)?;
+    let descriptor = find_descriptor(library, symbol).map_err(fail)?;
+    Ok((canonical, descriptor))
+}
+
+/// Opens (or reuses) the library at an absolute, canonical path.
+fn open(path: &Path) -> Result<&'static libloading::Library, LoadErrorKind> {
+    let mut libraries = libraries().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(library) = libraries.get(path) {
+        return Ok(library);
+    }
+    let library = open_library(path).map_err(|e| LoadErrorKind::NotLoadable { reason: os_reason(&e) })?;
+    let library: &'static libloading::Library = Box::leak(Box::new(library));
+    libraries.insert(path.to_path_buf(), library);
+    Ok(library)
+}
+
+#[cfg(unix)]
+fn open_library(path: &Path) -> Result<libloading::Library, libloading::Error> {
+    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+    // SAFETY: loading a library runs its initialisers (ELF constructors).
+    // Running code from the library the operator configured is the purpose of
+    // this host; the path is absolute, so the loader's search path is never
+    // consulted. RTLD_NOW resolves every symbol now, so a library with missing
+    // dependencies fails here with the loader's reason rather than later in a
+    // call; RTLD_LOCAL keeps its symbols out of other libraries' way.
+    let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }?;
+    Ok(library.into())
+}
+
+#[cfg(not(unix))]
+fn open_library(path: &Path) -> Result<libloading::Library, libloading::Error> {
+    // SAFETY: as for unix: running the configured library's initialisers is
+    // intended, and the path is absolute.
+    unsafe { libloading::Library::new(path) }
+}
+
+/// libloading's `Display` says only "dlopen failed"; the loader's reason is
+/// in `source()`.
+fn os_reason(error: &libloading::Error) -> String {
+    let mut reason = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(s) = source {
+        reason = s.to_string();
+        source = s.source();
+    }
+    reason
+}
+
+fn find_descriptor(
+    library: &'static libloading::Library,
+    symbol: &str,
+) -> Result<&'static ProviderDescriptor, LoadErrorKind> {
+    // SAFETY: we ask for the symbol's address only (the type is a raw
+    // pointer, never a function we would call), so no type confusion can
+    // happen in `get` itself.
+    let address = unsafe { library.get::<*const u8>(symbol.as_bytes()) }
+        .map_err(|_| LoadErrorKind::SymbolMissing { symbol: symbol.to_owned() })?;
+    let address: *const u8 = *address;
+    if address.is_null() {
+        return Err(LoadErrorKind::SymbolMissing { symbol: symbol.to_owned() });
+    }
+    // SAFETY: the symbol is exported by a mapped library, so its first bytes
+    // are mapped memory (code or data). We read only the fixed-size header,
+    // byte-wise and unaligned, and trust nothing else until the magic matches.
+    // (A symbol smaller than the header at the very end of a mapping would be
+    // the one case this read could fault on; exported objects and functions
+    // do not end a mapping in practice.)
+    let header: DescriptorHeader = unsafe { std::ptr::read_unaligned(address.cast::<DescriptorHeader>()) };
+    if header.magic != MAGIC {
+        return Err(LoadErrorKind::NotADescriptor { symbol: symbol.to_owned() });
+    }
+    if header.abi_major != ABI_MAJOR {
+        return Err(LoadErrorKind::AbiMajorMismatch {
+            found_major: header.abi_major,
+            found_minor: header.abi_minor,
+            expected: ABI_MAJOR,
+        });
+    }
+    if header.flags & flags::PANIC_UNWIND == 0 {
+        return Err(LoadErrorKind::PanicAbort);
+    }
+    if address.align_offset(std::mem::align_of::<ProviderDescriptor>()) != 0 {
+        return Err(LoadErrorKind::NotADescriptor { symbol: symbol.to_owned() });
+    }
+    // SAFETY: the magic and major version match, so the library was built
+    // against this ABI major, whose `ProviderDescriptor` starts with the
+    // header followed by `&'static TypeLayout`; the address is aligned for
+    // it. The library is never unloaded (see the module docs), so `'static`
+    // holds. The factory itself is not used until its layout is checked below.
+    let descriptor: &'static ProviderDescriptor = unsafe { &*address.cast::<ProviderDescriptor>() };
+    abi_stable::abi_stability::abi_checking::check_layout_compatibility(FACTORY_LAYOUT, descriptor.layout)
+        .map_err(|errors| LoadErrorKind::LayoutMismatch {
+            summary: summarise_layout_errors(&errors.to_string()),
+        })?;
+    Ok(descriptor)
+}
+
+/// `abi_stable` explains a mismatch in hundreds of lines; keep the lines
+/// that say what differs.
+fn summarise_layout_errors(report: &str) -> String {
+    let mut lines: Vec<&str> = Vec::new();
+    let mut capture = 0;
+    for line in report.lines().map(str::trim) {
+        if line.starts_with("Error:") || line.starts_with("Error ") {
+            capture = 3;
+        }
+        if capture > 0 && !line.is_empty() {
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+            capture -= 1;
+        }
+        if lines.len() >= 6 {
+            break;
+        }
+    }
+    if lines.is_empty() {
+        lines = report.lines().map(str::trim).filter(|l| !l.is_empty()).take(3).collect();
+    }
+    let mut summary = lines.join(" | ");
+    if summary.len() > 600 {
+        let mut end = 600;
+        while !summary.is_char_boundary(end) {
+            end -= 1;
+        }
+        summary.truncate(end);
+        summary.push_str(" …");
+    }
+    summary
+}

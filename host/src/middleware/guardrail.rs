@@ -1,0 +1,273 @@
+//! `GuardrailMiddleware`: asks the provider before every tool call.
+
+use std::sync::Arc;
+
+use crate::audit::{AuditAction, AuditChanges, AuditEvent, AuditSink};
+use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
+use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use crate::request::{
+    GuardrailDecision, GuardrailRequest, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
+};
+
+/// Longest reason message kept in an audit event, in characters.
+const REASON_MESSAGE_LIMIT: usize = 500;
+
+/// Evaluates every tool call against a provider before it runs.
+///
+/// A denied call is not an error: it becomes a tool message with
+/// `status: error` that tells the agent why, so the run goes on. When the
+/// provider fails, `fail_closed` (default true) blocks the call; otherwise it
+/// runs. A provider's control-flow interrupt is returned as
+/// [`ToolCallError::Interrupt`], never turned into a decision.
+#[derive(Clone)]
+pub struct GuardrailMiddleware {
+    provider: Arc<dyn GuardrailProvider>,
+    fail_closed: bool,
+    passport: Option<String>,
+    audit: Option<Arc<dyn AuditSink>>,
+}
+
+impl std::fmt::Debug for GuardrailMiddleware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardrailMiddleware")
+            .field("provider", &self.provider.name())
+            .field("fail_closed", &self.fail_closed)
+            .field("passport", &self.passport)
+            .field("audit", &self.audit.is_some())
+            .finish()
+    }
+}
+
+/// What the middleware decided about one call, before any handler ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The request the provider saw.
+    pub request: GuardrailRequest,
+    /// The decision (the provider's, or the fail-closed / fail-open one).
+    pub decision: GuardrailDecision,
+    /// Whether the provider failed.
+    pub provider_error: bool,
+}
+
+impl Verdict {
+    /// Whether the tool may run.
+    pub fn allowed(&self) -> bool {
+        self.decision.allow
+    }
+}
+
+/// The tool message a denied call gets.
+pub fn denied_message(call: &ToolCall, decision: &GuardrailDecision) -> ToolMessage {
+    let tool_name = call.name.as_deref().unwrap_or("unknown_tool");
+    let tool_call_id = call.id.as_deref().unwrap_or("missing_id");
+    let (code, message) = match decision.reasons.first() {
+        Some(reason) => (reason.code.as_str(), reason.message.as_str()),
+        None => ("oap.denied", "blocked by guardrail policy"),
+    };
+    ToolMessage {
+        content: format!(
+            "Guardrail denied: tool '{tool_name}' was blocked ({code}). Reason: {message}. Choose an alternative approach."
+        ),
+        tool_call_id: tool_call_id.to_owned(),
+        name: Some(tool_name.to_owned()),
+        status: ToolStatus::Error,
+    }
+}
+
+impl GuardrailMiddleware {
+    /// A middleware around `provider`, failing closed, with no passport and
+    /// no audit sink.
+    pub fn new(provider: Arc<dyn GuardrailProvider>) -> Self {
+        GuardrailMiddleware { provider, fail_closed: true, passport: None, audit: None }
+    }
+
+    /// Sets `fail_closed`.
+    pub fn with_fail_closed(mut self, fail_closed: bool) -> Self {
+        self.fail_closed = fail_closed;
+        self
+    }
+
+    /// Sets the passport (becomes every request's `agent_id`).
+    pub fn with_passport(mut self, passport: Option<String>) -> Self {
+        self.passport = passport;
+        self
+    }
+
+    /// Sets the audit sink.
+    pub fn with_audit_sink(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit = Some(sink);
+        self
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> &Arc<dyn GuardrailProvider> {
+        &self.provider
+    }
+
+    /// Whether provider errors block calls.
+    pub fn fail_closed(&self) -> bool {
+        self.fail_closed
+    }
+
+    /// The passport.
+    pub fn passport(&self) -> Option<&str> {
+        self.passport.as_deref()
+    }
+
+    /// Decides a call synchronously without running anything.
+    pub fn check(&self, call: &ToolCallRequest) -> Result<Verdict, ToolCallError> {
+        let request = GuardrailRequest::from_tool_call(call, self.passport.as_deref())?;
+        let evaluation = self.provider.evaluate(&request);
+        self.settle(request, evaluation, "sync")
+    }
+
+    /// Decides a call asynchronously (through the provider's `aevaluate`)
+    /// without running anything.
+    pub async fn acheck(&self, call: &ToolCallRequest) -> Result<Verdict, ToolCallError> {
+        let request = GuardrailRequest::from_tool_call(call, self.passport.as_deref())?;
+        let evaluation = self.provider.aevaluate(&request).await;
+        self.settle(request, evaluation, "async")
+    }
+
+    /// The synchronous wrapper: decide, then run `handler` or return the
+    /// denial.
+    pub fn wrap_tool_call(&self, call: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
+        self.call_with_verdict(call, handler).map(|(_, message)| message)
+    }
+
+    /// The asynchronous wrapper.
+    pub async fn awrap_tool_call(&self, call: ToolCallRequest, handler: AsyncHandler) -> ToolResult {
+        self.acall_with_verdict(call, handler).await.map(|(_, message)| message)
+    }
+
+    /// [`Self::wrap_tool_call`], also returning the verdict.
+    pub fn call_with_verdict(
+        &self,
+        call: ToolCallRequest,
+        handler: SyncHandler<'_>,
+    ) -> Result<(Verdict, ToolMessage), ToolCallError> {
+        let verdict = self.check(&call)?;
+        let message = if verdict.allowed() {
+            handler(call)?
+        } else {
+            denied_message(&call.tool_call, &verdict.decision)
+        };
+        Ok((verdict, message))
+    }
+
+    /// [`Self::awrap_tool_call`], also returning the verdict.
+    pub async fn acall_with_verdict(
+        &self,
+        call: ToolCallRequest,
+        handler: AsyncHandler,
+    ) -> Result<(Verdict, ToolMessage), ToolCallError> {
+        let verdict = self.acheck(&call).await?;
+        let message = if verdict.allowed() {
+            handler(call).await?
+        } else {
+            denied_message(&call.tool_call, &verdict.decision)
+        };
+        Ok((verdict, message))
+    }
+
+    /// Turns the provider's answer into a verdict: errors per `fail_closed`,
+    /// interrupts passed through, logging and audit.
+    fn settle(
+        &self,
+        request: GuardrailRequest,
+        evaluation: Evaluation,
+        path: &str,
+    ) -> Result<Verdict, ToolCallError> {
+        let (decision, provider_error) = match evaluation {
+            Ok(decision) => (decision, false),
+            Err(ProviderFailure::Interrupt(interrupt)) => return Err(ToolCallError::Interrupt(interrupt)),
+            Err(error) => {
+                tracing::error!(provider = %self.provider.name(), tool = %request.tool_name, "Guardrail provider error ({path}): {error}");
+                let decision = if self.fail_closed {
+                    GuardrailDecision::with_reason(
+                        false,
+                        "oap.evaluator_error",
+                        "guardrail provider error (fail-closed)",
+                    )
+                } else {
+                    GuardrailDecision::with_reason(
+                        true,
+                        "oap.evaluator_error",
+                        "guardrail provider error (fail-open)",
+                    )
+                };
+                (decision, true)
+            }
+        };
+        if !decision.allow {
+            if !provider_error {
+                tracing::warn!(
+                    "Guardrail denied: tool={} policy={} code={}",
+                    request.tool_name,
+                    decision.policy_id.as_deref().unwrap_or("None"),
+                    decision.reasons.first().map_or("unknown", |r| r.code.as_str())
+                );
+            }
+            self.record(&request, &decision, AuditAction::DenyToolCall, provider_error);
+        } else if provider_error {
+            self.record(&request, &decision, AuditAction::AllowToolCallAfterProviderError, true);
+        }
+        Ok(Verdict { request, decision, provider_error })
+    }
+
+    fn record(
+        &self,
+        request: &GuardrailRequest,
+        decision: &GuardrailDecision,
+        action: AuditAction,
+        provider_error: bool,
+    ) {
+        let Some(sink) = &self.audit else { return };
+        let event = AuditEvent {
+            tag: "guardrail".to_owned(),
+            name: "GuardrailMiddleware".to_owned(),
+            hook: "wrap_tool_call".to_owned(),
+            action,
+            changes: AuditChanges {
+                tool_name: request.tool_name.clone(),
+                tool_call_id: request.tool_call_id.clone(),
+                agent_id: request.agent_id.clone(),
+                is_subagent: request.is_subagent,
+                user_role: request.user_role.clone(),
+                allow: decision.allow,
+                policy_id: decision.policy_id.clone(),
+                reason_codes: decision
+                    .reasons
+                    .iter()
+                    .filter(|r| !r.code.is_empty())
+                    .map(|r| r.code.clone())
+                    .collect(),
+                reason_messages: decision
+                    .reasons
+                    .iter()
+                    .filter(|r| !r.message.is_empty())
+                    .map(|r| r.message.chars().take(REASON_MESSAGE_LIMIT).collect())
+                    .collect(),
+                fail_closed: self.fail_closed,
+                provider_error,
+            },
+        };
+        if let Err(error) = sink.record(&event) {
+            tracing::warn!("Failed to record middleware:guardrail event: {error}");
+        }
+    }
+}
+
+impl ToolCallMiddleware for GuardrailMiddleware {
+    fn wrap_tool_call(&self, request: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
+        GuardrailMiddleware::wrap_tool_call(self, request, handler)
+    }
+
+    fn awrap_tool_call<'a>(
+        &'a self,
+        request: ToolCallRequest,
+        handler: AsyncHandler,
+    ) -> BoxFuture<'a, ToolResult> {
+        Box::pin(GuardrailMiddleware::awrap_tool_call(self, request, handler))
+    }
+}

@@ -1,0 +1,198 @@
+//! The host's view of a provider: one trait, whatever runs behind it.
+//!
+//! [`GuardrailProvider`] is what the middleware calls. [`AbiProvider`]
+//! implements it for a provider behind the stable ABI (a library's, or a
+//! built-in linked statically); an out-of-process provider, or a provider
+//! written directly in Rust by an embedder, implements the same trait.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use abi_stable::std_types::{ROption, RResult, RStr};
+use guardhost_abi::{Decision, ErrorKind, ProviderBox, ProviderError, Request};
+use serde_json::{Map, Value};
+
+use crate::request::{GuardrailDecision, GuardrailReason, GuardrailRequest};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A control-flow signal from a provider (the twin of LangGraph's
+/// `GraphBubbleUp`): never a decision, always handed to the caller.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("provider interrupt: {message}")]
+pub struct Interrupt {
+    /// What the provider said.
+    pub message: String,
+    /// The value it passed along (`null` when none).
+    pub payload: Value,
+}
+
+/// How a provider failed to decide.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderFailure {
+    /// An ordinary error (or a caught panic): `fail_closed` applies.
+    #[error("{message}")]
+    Error {
+        /// What went wrong.
+        message: String,
+        /// Whether it was a panic caught at the boundary.
+        panicked: bool,
+    },
+    /// A control-flow signal: propagated unchanged.
+    #[error(transparent)]
+    Interrupt(Interrupt),
+}
+
+impl ProviderFailure {
+    /// An ordinary error.
+    pub fn error(message: impl Into<String>) -> Self {
+        ProviderFailure::Error { message: message.into(), panicked: false }
+    }
+}
+
+/// The result of asking a provider.
+pub type Evaluation = Result<GuardrailDecision, ProviderFailure>;
+
+/// A guardrail provider, as the middleware sees it.
+pub trait GuardrailProvider: Send + Sync {
+    /// The provider's name.
+    fn name(&self) -> &str;
+
+    /// Decides one tool call.
+    fn evaluate(&self, request: &GuardrailRequest) -> Evaluation;
+
+    /// Decides one tool call on the async path.
+    fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation>;
+}
+
+/// A provider behind the stable ABI.
+pub struct AbiProvider {
+    object: ProviderBox,
+    name: String,
+}
+
+impl std::fmt::Debug for AbiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbiProvider").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl AbiProvider {
+    /// Wraps a constructed provider.
+    pub fn new(object: ProviderBox) -> Self {
+        let name = object.name().as_str().to_owned();
+        AbiProvider { object, name }
+    }
+}
+
+/// The JSON texts a borrowed [`Request`] points into.
+struct JsonTexts {
+    tool_input: String,
+    authz_attributes: String,
+}
+
+fn object_text(map: &Map<String, Value>) -> String {
+    if map.is_empty() {
+        "{}".to_owned()
+    } else {
+        // Serialising a map of JSON values cannot fail.
+        serde_json::to_string(map).unwrap_or_else(|_| "{}".to_owned())
+    }
+}
+
+impl JsonTexts {
+    fn of(request: &GuardrailRequest) -> Self {
+        JsonTexts {
+            tool_input: object_text(&request.tool_input),
+            authz_attributes: object_text(&request.authz_attributes),
+        }
+    }
+}
+
+fn ropt(value: &Option<String>) -> ROption<RStr<'_>> {
+    match value {
+        Some(s) => ROption::RSome(RStr::from_str(s)),
+        None => ROption::RNone,
+    }
+}
+
+fn abi_request<'a>(request: &'a GuardrailRequest, texts: &'a JsonTexts) -> Request<'a> {
+    Request {
+        tool_name: RStr::from_str(&request.tool_name),
+        tool_input_json: RStr::from_str(&texts.tool_input),
+        agent_id: ropt(&request.agent_id),
+        thread_id: ropt(&request.thread_id),
+        is_subagent: request.is_subagent,
+        timestamp: RStr::from_str(&request.timestamp),
+        user_id: ropt(&request.user_id),
+        user_role: ropt(&request.user_role),
+        oauth_provider: ropt(&request.oauth_provider),
+        oauth_id: ropt(&request.oauth_id),
+        run_id: ropt(&request.run_id),
+        tool_call_id: ropt(&request.tool_call_id),
+        channel_user_id: ropt(&request.channel_user_id),
+        is_internal: request.is_internal,
+        authz_attributes_json: RStr::from_str(&texts.authz_attributes),
+    }
+}
+
+fn from_abi(result: RResult<Decision, ProviderError>) -> Evaluation {
+    let decision = match result {
+        RResult::ROk(decision) => decision,
+        RResult::RErr(error) => return Err(failure(error)),
+    };
+    let metadata = if decision.metadata_json.is_empty() {
+        Map::new()
+    } else {
+        match serde_json::from_str::<Value>(&decision.metadata_json) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) | Err(_) => {
+                return Err(ProviderFailure::error(format!(
+                    "provider returned decision metadata that is not a JSON object: {:.200}",
+                    decision.metadata_json.as_str()
+                )))
+            }
+        }
+    };
+    Ok(GuardrailDecision {
+        allow: decision.allow,
+        reasons: decision
+            .reasons
+            .iter()
+            .map(|r| GuardrailReason::new(r.code.as_str(), r.message.as_str()))
+            .collect(),
+        policy_id: decision.policy_id.as_ref().map(|p| p.as_str().to_owned()).into_option(),
+        metadata,
+    })
+}
+
+fn failure(error: ProviderError) -> ProviderFailure {
+    match error.kind {
+        ErrorKind::INTERRUPT => ProviderFailure::Interrupt(Interrupt {
+            message: error.message.into_string(),
+            payload: serde_json::from_str(&error.payload_json).unwrap_or(Value::Null),
+        }),
+        kind => ProviderFailure::Error { message: error.to_string(), panicked: kind == ErrorKind::PANIC },
+    }
+}
+
+impl GuardrailProvider for AbiProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn evaluate(&self, request: &GuardrailRequest) -> Evaluation {
+        let texts = JsonTexts::of(request);
+        from_abi(self.object.evaluate(&abi_request(request, &texts)))
+    }
+
+    fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
+        Box::pin(async move {
+            let texts = JsonTexts::of(request);
+            let result = self.object.aevaluate(abi_request(request, &texts)).await;
+            from_abi(result)
+        })
+    }
+}

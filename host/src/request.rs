@@ -1,0 +1,264 @@
+//! The data of the contract on the host side: tool calls and tool messages
+//! (what an agent runtime hands the middleware), and the guardrail request,
+//! reason and decision (what a provider sees and answers).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::config::json_type;
+
+/// One tool call as the model produced it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The tool's name (absent in malformed calls).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The arguments; `{}` when absent.
+    #[serde(default)]
+    pub args: Map<String, Value>,
+    /// The call's id.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// A tool call with the runtime context of the run it belongs to (the twin
+/// of LangGraph's `ToolCallRequest`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    /// The call.
+    pub tool_call: ToolCall,
+    /// The runtime context (`thread_id`, `user_id`, ... ), if the runtime has one.
+    #[serde(default)]
+    pub context: Option<Map<String, Value>>,
+}
+
+impl ToolCallRequest {
+    /// A call of `name` with `args` and no id or context.
+    pub fn new(name: impl Into<String>, args: Map<String, Value>) -> Self {
+        ToolCallRequest { tool_call: ToolCall { name: Some(name.into()), args, id: None }, context: None }
+    }
+
+    /// Sets the call id.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.tool_call.id = Some(id.into());
+        self
+    }
+
+    /// Sets the runtime context.
+    pub fn with_context(mut self, context: Map<String, Value>) -> Self {
+        self.context = Some(context);
+        self
+    }
+}
+
+/// Whether a tool message reports success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolStatus {
+    /// The tool ran.
+    Success,
+    /// The tool did not run, or failed; the agent reads `content` and adapts.
+    Error,
+}
+
+/// The result of a tool call, as the agent reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "tool")]
+pub struct ToolMessage {
+    /// What the agent reads.
+    pub content: String,
+    /// The call's id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub name: Option<String>,
+    /// Success or error.
+    pub status: ToolStatus,
+}
+
+/// What a provider is asked about one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardrailRequest {
+    /// `tool_call.name`, `""` if absent.
+    pub tool_name: String,
+    /// `tool_call.args`, `{}` if absent.
+    pub tool_input: Map<String, Value>,
+    /// The configured passport.
+    pub agent_id: Option<String>,
+    /// From the context.
+    pub thread_id: Option<String>,
+    /// From the context; truthy → true.
+    pub is_subagent: bool,
+    /// Now, UTC, RFC 3339.
+    pub timestamp: String,
+    /// From the context.
+    pub user_id: Option<String>,
+    /// From the context.
+    pub user_role: Option<String>,
+    /// From the context.
+    pub oauth_provider: Option<String>,
+    /// From the context.
+    pub oauth_id: Option<String>,
+    /// From the context.
+    pub run_id: Option<String>,
+    /// `tool_call.id`.
+    pub tool_call_id: Option<String>,
+    /// From the context.
+    pub channel_user_id: Option<String>,
+    /// From the context; true only for exactly boolean `true`.
+    pub is_internal: bool,
+    /// From the context; a copy; `{}` when absent or null.
+    pub authz_attributes: Map<String, Value>,
+}
+
+/// A runtime context the request cannot be built from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// `authz_attributes` is neither null nor a mapping.
+    #[error("authz_attributes must be a mapping (a JSON object), got {found}")]
+    AuthzAttributesNotMapping {
+        /// The JSON type found.
+        found: &'static str,
+    },
+    /// An attribution field that must be a string is something else.
+    #[error("context field `{field}` must be a string or null, got {found}")]
+    NotAString {
+        /// The context key.
+        field: &'static str,
+        /// The JSON type found.
+        found: &'static str,
+    },
+}
+
+/// Python's `bool(value)`.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+impl GuardrailRequest {
+    /// Builds the request for one tool call, as the contract says: the tool
+    /// from the call, `agent_id` from the configured passport, attribution
+    /// from the runtime context, `timestamp` = now (UTC).
+    pub fn from_tool_call(call: &ToolCallRequest, passport: Option<&str>) -> Result<Self, RequestError> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        let context = call.context.as_ref().unwrap_or_else(|| EMPTY.get_or_init(Map::new));
+        let string = |field: &'static str| -> Result<Option<String>, RequestError> {
+            match context.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => Err(RequestError::NotAString { field, found: json_type(other) }),
+            }
+        };
+        let authz_attributes = match context.get("authz_attributes") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(map)) => map.clone(),
+            Some(other) => return Err(RequestError::AuthzAttributesNotMapping { found: json_type(other) }),
+        };
+        Ok(GuardrailRequest {
+            tool_name: call.tool_call.name.clone().unwrap_or_default(),
+            tool_input: call.tool_call.args.clone(),
+            agent_id: passport.map(str::to_owned),
+            thread_id: string("thread_id")?,
+            is_subagent: context.get("is_subagent").is_some_and(truthy),
+            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            user_id: string("user_id")?,
+            user_role: string("user_role")?,
+            oauth_provider: string("oauth_provider")?,
+            oauth_id: string("oauth_id")?,
+            run_id: string("run_id")?,
+            tool_call_id: call.tool_call.id.clone(),
+            channel_user_id: string("channel_user_id")?,
+            is_internal: context.get("is_internal") == Some(&Value::Bool(true)),
+            authz_attributes,
+        })
+    }
+}
+
+/// Why a decision was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardrailReason {
+    /// A namespaced code, e.g. `oap.tool_not_allowed`.
+    pub code: String,
+    /// A human-readable explanation; may be empty.
+    #[serde(default)]
+    pub message: String,
+}
+
+impl GuardrailReason {
+    /// A reason.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        GuardrailReason { code: code.into(), message: message.into() }
+    }
+}
+
+/// A provider's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardrailDecision {
+    /// Whether the call may run.
+    pub allow: bool,
+    /// Why.
+    #[serde(default)]
+    pub reasons: Vec<GuardrailReason>,
+    /// The deciding policy, if any.
+    #[serde(default)]
+    pub policy_id: Option<String>,
+    /// Free-form metadata.
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+}
+
+impl GuardrailDecision {
+    /// A decision with one reason.
+    pub fn with_reason(allow: bool, code: &str, message: &str) -> Self {
+        GuardrailDecision {
+            allow,
+            reasons: vec![GuardrailReason::new(code, message)],
+            policy_id: None,
+            metadata: Map::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn truthiness_follows_python() {
+        for v in [json!(true), json!(1), json!(-0.5), json!("x"), json!([0]), json!({"a": 1})] {
+            assert!(truthy(&v), "{v}");
+        }
+        for v in [json!(null), json!(false), json!(0), json!(0.0), json!(""), json!([]), json!({})] {
+            assert!(!truthy(&v), "{v}");
+        }
+    }
+
+    #[test]
+    fn tool_message_serialises_with_type_tool() {
+        let m = ToolMessage {
+            content: "c".into(),
+            tool_call_id: "id".into(),
+            name: Some("bash".into()),
+            status: ToolStatus::Error,
+        };
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({"type": "tool", "content": "c", "tool_call_id": "id", "name": "bash", "status": "error"})
+        );
+    }
+
+    #[test]
+    fn timestamp_is_utc_rfc3339() {
+        let r = GuardrailRequest::from_tool_call(&ToolCallRequest::default(), None).unwrap();
+        assert!(r.timestamp.ends_with("+00:00"), "{}", r.timestamp);
+        chrono::DateTime::parse_from_rfc3339(&r.timestamp).unwrap();
+    }
+}

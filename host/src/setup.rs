@@ -1,0 +1,31 @@
+//! From a loaded config to an installed guardrail (or none).
+
+use std::sync::Arc;
+
+use crate::config::LoadedConfig;
+use crate::instantiate::{instantiate, BuildError, LoadedProvider, ProviderInfo};
+use crate::middleware::GuardrailMiddleware;
+
+/// A guardrail ready to wrap tool calls.
+#[derive(Debug, Clone)]
+pub struct Guardrail {
+    /// The middleware.
+    pub middleware: GuardrailMiddleware,
+    /// What provider it runs.
+    pub info: ProviderInfo,
+}
+
+/// Builds the guardrail a config asks for: `None` when the config leaves it
+/// out (`enabled: false`, or no provider), as DeerFlow's middleware builder
+/// does.
+pub fn install(config: &LoadedConfig) -> Result<Option<Guardrail>, BuildError> {
+    let section = &config.guardrails;
+    let (true, Some(spec)) = (section.enabled, section.provider.as_ref()) else {
+        return Ok(None);
+    };
+    let LoadedProvider { provider, info } = instantiate(spec, &config.base_dir)?;
+    let middleware = GuardrailMiddleware::new(Arc::clone(&provider))
+        .with_fail_closed(section.fail_closed)
+        .with_passport(section.passport.clone());
+    Ok(Some(Guardrail { middleware, info }))
+}

@@ -1,0 +1,443 @@
+//! The middleware behaviour tests of the contract, each on the sync and the
+//! async path, with providers loaded from a real cdylib.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use guardhost::{
+    async_handler, AuditAction, AuditError, AuditEvent, AuditSink, GuardrailMiddleware, MemoryAuditSink,
+    MiddlewareChain, SyncHandler, ToolCall, ToolCallError, ToolCallMiddleware, ToolCallRequest, ToolMessage,
+    ToolResult, ToolStatus,
+};
+use serde_json::{json, Value};
+use support::{middleware, object};
+
+#[derive(Debug, Clone, Copy)]
+enum Path {
+    Sync,
+    Async,
+}
+
+const PATHS: [Path; 2] = [Path::Sync, Path::Async];
+
+fn handler_message(call: &ToolCallRequest) -> ToolMessage {
+    ToolMessage {
+        content: format!("ran {}", call.tool_call.name.as_deref().unwrap_or("?")),
+        tool_call_id: call.tool_call.id.clone().unwrap_or_default(),
+        name: call.tool_call.name.clone(),
+        status: ToolStatus::Success,
+    }
+}
+
+/// Runs one call through `mw` on `path`; returns the result and how many
+/// times the handler ran.
+fn run(mw: &GuardrailMiddleware, call: ToolCallRequest, path: Path) -> (ToolResult, usize) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let result = match path {
+        Path::Sync => {
+            let calls = Arc::clone(&calls);
+            mw.wrap_tool_call(call, &move |c| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok(handler_message(&c))
+            })
+        }
+        Path::Async => {
+            let runtime =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            let counter = Arc::clone(&calls);
+            let handler = async_handler(move |c: ToolCallRequest| {
+                let counter = Arc::clone(&counter);
+                async move {
+                    tokio::task::yield_now().await;
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok(handler_message(&c))
+                }
+            });
+            runtime.block_on(mw.awrap_tool_call(call, handler))
+        }
+    };
+    let count = calls.load(Ordering::SeqCst);
+    (result, count)
+}
+
+fn bash_call() -> ToolCallRequest {
+    ToolCallRequest::new("bash", object(json!({"command": "rm -rf /"}))).with_id("call-1")
+}
+
+#[test]
+fn allow_passes_the_handler_result_through_untouched_once() {
+    for path in PATHS {
+        let call = bash_call();
+        let (result, calls) = run(&middleware("AllowAllProvider"), call.clone(), path);
+        assert_eq!(result.unwrap(), handler_message(&call), "{path:?}");
+        assert_eq!(calls, 1, "{path:?}");
+    }
+}
+
+#[test]
+fn deny_never_calls_the_handler_and_explains() {
+    for path in PATHS {
+        let (result, calls) = run(&middleware("DenyAllProvider"), bash_call(), path);
+        let message = result.unwrap();
+        assert_eq!(calls, 0, "{path:?}");
+        assert_eq!(message.status, ToolStatus::Error);
+        assert_eq!(message.name.as_deref(), Some("bash"));
+        assert_eq!(message.tool_call_id, "call-1");
+        assert_eq!(
+            message.content,
+            "Guardrail denied: tool 'bash' was blocked (test.denied). Reason: denied by test provider. Choose an alternative approach."
+        );
+    }
+}
+
+#[test]
+fn provider_error_fails_closed_by_default() {
+    for symbol in ["ErroringProvider", "PanickingProvider", "BadMetadataProvider"] {
+        for path in PATHS {
+            let (result, calls) = run(&middleware(symbol), bash_call(), path);
+            let message = result.unwrap();
+            assert_eq!(calls, 0, "{symbol} {path:?}");
+            assert_eq!(message.status, ToolStatus::Error);
+            assert_eq!(
+                message.content,
+                "Guardrail denied: tool 'bash' was blocked (oap.evaluator_error). Reason: guardrail provider error (fail-closed). Choose an alternative approach.",
+                "{symbol} {path:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn provider_error_fails_open_when_configured() {
+    for symbol in ["ErroringProvider", "PanickingProvider"] {
+        for path in PATHS {
+            let mw = middleware(symbol).with_fail_closed(false);
+            let call = bash_call();
+            let (result, calls) = run(&mw, call.clone(), path);
+            assert_eq!(result.unwrap(), handler_message(&call), "{symbol} {path:?}");
+            assert_eq!(calls, 1);
+        }
+    }
+}
+
+#[test]
+fn a_fail_open_verdict_records_the_evaluator_error_reason() {
+    let verdict = middleware("ErroringProvider").with_fail_closed(false).check(&bash_call()).unwrap();
+    assert!(verdict.allowed() && verdict.provider_error);
+    assert_eq!(verdict.decision.reasons[0].code, "oap.evaluator_error");
+    assert_eq!(verdict.decision.reasons[0].message, "guardrail provider error (fail-open)");
+}
+
+#[test]
+fn passport_becomes_agent_id() {
+    for path in PATHS {
+        let mw = middleware("CapturingProvider").with_passport(Some("./passport.json".into()));
+        let verdict = match path {
+            Path::Sync => mw.check(&bash_call()).unwrap(),
+            Path::Async => tokio::runtime::Runtime::new().unwrap().block_on(mw.acheck(&bash_call())).unwrap(),
+        };
+        assert_eq!(verdict.decision.metadata["agent_id"], json!("./passport.json"), "{path:?}");
+        assert_eq!(
+            verdict.decision.metadata["path"],
+            json!(if matches!(path, Path::Sync) { "sync" } else { "async" })
+        );
+    }
+}
+
+#[test]
+fn empty_reasons_use_the_fallback_text() {
+    for path in PATHS {
+        let (result, _) = run(&middleware("EmptyReasonsProvider"), bash_call(), path);
+        assert_eq!(
+            result.unwrap().content,
+            "Guardrail denied: tool 'bash' was blocked (oap.denied). Reason: blocked by guardrail policy. Choose an alternative approach."
+        );
+    }
+}
+
+#[test]
+fn empty_and_missing_tool_names_and_ids_are_handled() {
+    for path in PATHS {
+        let empty = ToolCallRequest::new("", Default::default());
+        let (result, calls) = run(&middleware("DenyAllProvider"), empty, path);
+        let message = result.unwrap();
+        assert_eq!(calls, 0);
+        assert!(message.content.starts_with("Guardrail denied: tool '' was blocked"), "{}", message.content);
+        assert_eq!(message.name.as_deref(), Some(""));
+        assert_eq!(message.tool_call_id, "missing_id");
+
+        let nameless = ToolCallRequest { tool_call: ToolCall::default(), context: None };
+        let (result, _) = run(&middleware("DenyAllProvider"), nameless, path);
+        let message = result.unwrap();
+        assert!(message.content.starts_with("Guardrail denied: tool 'unknown_tool' was blocked"));
+        assert_eq!(message.name.as_deref(), Some("unknown_tool"));
+    }
+}
+
+#[test]
+fn the_empty_tool_name_reaches_the_provider_as_empty() {
+    let verdict = middleware("CapturingProvider").check(&ToolCallRequest::default()).unwrap();
+    assert_eq!(verdict.decision.metadata["tool_name"], json!(""));
+    assert_eq!(verdict.decision.metadata["tool_input"], json!({}));
+}
+
+#[test]
+fn control_flow_signal_propagates_unchanged() {
+    for path in PATHS {
+        let audit = Arc::new(MemoryAuditSink::new());
+        let mw = middleware("InterruptingProvider").with_audit_sink(audit.clone());
+        let (result, calls) = run(&mw, bash_call(), path);
+        match result {
+            Err(ToolCallError::Interrupt(interrupt)) => {
+                assert_eq!(interrupt.message, "human approval required");
+                assert_eq!(interrupt.payload, json!({"tool": "bash"}));
+            }
+            other => panic!("{path:?}: expected an interrupt, got {other:?}"),
+        }
+        assert_eq!(calls, 0);
+        assert!(audit.events().is_empty(), "an interrupt is not a decision and is not audited");
+        // Even fail-open does not swallow it.
+        let (result, calls) = run(&mw.clone().with_fail_closed(false), bash_call(), path);
+        assert!(matches!(result, Err(ToolCallError::Interrupt(_))));
+        assert_eq!(calls, 0);
+    }
+}
+
+fn audited(symbol: &str, fail_closed: bool, call: ToolCallRequest, path: Path) -> Vec<AuditEvent> {
+    let audit = Arc::new(MemoryAuditSink::new());
+    let mw = middleware(symbol)
+        .with_fail_closed(fail_closed)
+        .with_passport(Some("agent-7".into()))
+        .with_audit_sink(audit.clone());
+    let _ = run(&mw, call, path);
+    audit.events()
+}
+
+fn attributed_call() -> ToolCallRequest {
+    bash_call().with_context(object(json!({
+        "user_id": "user-1", "user_role": "admin", "oauth_provider": "github", "oauth_id": "gh-1",
+        "is_subagent": true, "thread_id": "t-1"
+    })))
+}
+
+#[test]
+fn deny_is_audited_with_exactly_the_listed_fields() {
+    for path in PATHS {
+        let events = audited("DenyAllProvider", true, attributed_call(), path);
+        assert_eq!(events.len(), 1, "{path:?}");
+        let event = serde_json::to_value(&events[0]).unwrap();
+        assert_eq!(
+            event,
+            json!({
+                "tag": "guardrail", "name": "GuardrailMiddleware", "hook": "wrap_tool_call",
+                "action": "deny_tool_call",
+                "changes": {
+                    "tool_name": "bash", "tool_call_id": "call-1", "agent_id": "agent-7", "is_subagent": true,
+                    "user_role": "admin", "allow": false, "policy_id": "test-policy",
+                    "reason_codes": ["test.denied", "test.second"],
+                    "reason_messages": ["denied by test provider", "a second reason"],
+                    "fail_closed": true, "provider_error": false
+                }
+            })
+        );
+        let text = event.to_string();
+        for forbidden in ["rm -rf", "tool_input", "args", "user-1", "user_id", "github", "oauth", "gh-1"] {
+            assert!(!text.contains(forbidden), "audit event leaks {forbidden}: {text}");
+        }
+    }
+}
+
+#[test]
+fn provider_errors_are_audited_fail_closed_and_fail_open() {
+    for path in PATHS {
+        let closed = audited("ErroringProvider", true, bash_call(), path);
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].action, AuditAction::DenyToolCall);
+        let c = &closed[0].changes;
+        assert!(!c.allow && c.fail_closed && c.provider_error);
+        assert_eq!(c.reason_codes, ["oap.evaluator_error"]);
+        assert_eq!(c.reason_messages, ["guardrail provider error (fail-closed)"]);
+
+        let open = audited("PanickingProvider", false, bash_call(), path);
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].action, AuditAction::AllowToolCallAfterProviderError);
+        let c = &open[0].changes;
+        assert!(c.allow && !c.fail_closed && c.provider_error);
+        assert_eq!(c.reason_messages, ["guardrail provider error (fail-open)"]);
+    }
+}
+
+#[test]
+fn a_plain_allow_is_not_audited() {
+    for path in PATHS {
+        assert!(audited("AllowAllProvider", true, attributed_call(), path).is_empty());
+    }
+}
+
+#[test]
+fn an_empty_reason_list_is_audited_with_empty_lists() {
+    let events = audited("EmptyReasonsProvider", true, bash_call(), Path::Sync);
+    assert!(events[0].changes.reason_codes.is_empty() && events[0].changes.reason_messages.is_empty());
+}
+
+struct FailingSink;
+impl AuditSink for FailingSink {
+    fn record(&self, _: &AuditEvent) -> Result<(), AuditError> {
+        Err("journal is down".into())
+    }
+}
+
+/// Collects what `tracing` writes.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+impl Logs {
+    fn capture(f: impl FnOnce()) -> String {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber =
+            tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let bytes = logs.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+}
+
+#[test]
+fn a_failing_audit_sink_leaves_the_denial_intact_and_warns() {
+    for path in PATHS {
+        let mut outcome = None;
+        let logs = Logs::capture(|| {
+            let mw = middleware("DenyAllProvider").with_audit_sink(Arc::new(FailingSink));
+            outcome = Some(run(&mw, bash_call(), path));
+        });
+        let (result, calls) = outcome.unwrap();
+        let reference = run(&middleware("DenyAllProvider"), bash_call(), path).0.unwrap();
+        assert_eq!(result.unwrap(), reference);
+        assert_eq!(calls, 0);
+        assert!(logs.contains("Failed to record middleware:guardrail event"), "{logs}");
+        assert!(logs.contains("journal is down"), "{logs}");
+    }
+}
+
+#[test]
+fn a_denial_logs_a_warning_with_tool_policy_and_code() {
+    let logs = Logs::capture(|| {
+        let _ = middleware("DenyAllProvider").check(&bash_call());
+    });
+    assert!(logs.contains("WARN"), "{logs}");
+    assert!(logs.contains("Guardrail denied: tool=bash policy=test-policy code=test.denied"), "{logs}");
+}
+
+#[test]
+fn a_provider_error_is_logged_with_its_message() {
+    let logs = Logs::capture(|| {
+        let _ = middleware("PanickingProvider").check(&bash_call());
+    });
+    assert!(logs.contains("Guardrail provider error (sync)"), "{logs}");
+    assert!(logs.contains("provider panicked: evaluate: boom on bash"), "{logs}");
+}
+
+#[test]
+fn a_non_mapping_authz_attributes_is_an_error_not_a_decision() {
+    for path in PATHS {
+        let call = bash_call().with_context(object(json!({"authz_attributes": ["not", "a", "mapping"]})));
+        let (result, calls) = run(&middleware("AllowAllProvider"), call, path);
+        let error = result.unwrap_err();
+        assert!(matches!(error, ToolCallError::InvalidRequest(_)));
+        assert!(error.to_string().contains("authz_attributes must be a mapping"), "{error}");
+        assert_eq!(calls, 0);
+    }
+}
+
+/// A layer that records when it is entered and left.
+struct Recorder(&'static str, Arc<Mutex<Vec<String>>>);
+impl ToolCallMiddleware for Recorder {
+    fn wrap_tool_call(&self, request: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
+        self.1.lock().unwrap().push(format!("enter {}", self.0));
+        let result = handler(request);
+        self.1.lock().unwrap().push(format!("leave {}", self.0));
+        result
+    }
+    fn awrap_tool_call<'a>(
+        &'a self,
+        request: ToolCallRequest,
+        handler: guardhost::AsyncHandler,
+    ) -> guardhost::BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            self.1.lock().unwrap().push(format!("enter {}", self.0));
+            let result = handler(request).await;
+            self.1.lock().unwrap().push(format!("leave {}", self.0));
+            result
+        })
+    }
+}
+
+#[test]
+fn the_chain_runs_first_outermost_and_a_denial_stops_the_inner_layers() {
+    for (symbol, expected) in [
+        ("AllowAllProvider", vec!["enter outer", "enter inner", "handler", "leave inner", "leave outer"]),
+        ("DenyAllProvider", vec!["enter outer", "leave outer"]),
+    ] {
+        for path in PATHS {
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let chain = MiddlewareChain::new()
+                .with(Recorder("outer", log.clone()))
+                .with(middleware(symbol))
+                .with(Recorder("inner", log.clone()));
+            let result = match path {
+                Path::Sync => {
+                    let log = log.clone();
+                    chain.call(bash_call(), &move |c| {
+                        log.lock().unwrap().push("handler".into());
+                        Ok(handler_message(&c))
+                    })
+                }
+                Path::Async => {
+                    let handler_log = log.clone();
+                    let handler = async_handler(move |c: ToolCallRequest| {
+                        let log = handler_log.clone();
+                        async move {
+                            log.lock().unwrap().push("handler".into());
+                            Ok(handler_message(&c))
+                        }
+                    });
+                    tokio::runtime::Runtime::new().unwrap().block_on(chain.acall(bash_call(), handler))
+                }
+            };
+            let status = result.unwrap().status;
+            assert_eq!(status == ToolStatus::Success, symbol == "AllowAllProvider");
+            assert_eq!(*log.lock().unwrap(), expected, "{symbol} {path:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_async_calls_through_a_library_provider() {
+    let mw = Arc::new(middleware("CapturingProvider"));
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let mw = Arc::clone(&mw);
+            tokio::spawn(async move {
+                let call = ToolCallRequest::new(format!("tool_{i}"), object(json!({"i": i})))
+                    .with_id(format!("id-{i}"));
+                let verdict = mw.acheck(&call).await.unwrap();
+                assert_eq!(verdict.decision.metadata["tool_input"], json!({"i": i}));
+                assert_eq!(verdict.decision.metadata["tool_call_id"], Value::from(format!("id-{i}")));
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}

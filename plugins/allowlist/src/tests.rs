@@ -1,0 +1,93 @@
+//! The allowlist behaviour tests of the contract, on the provider itself.
+
+use super::*;
+use guardhost_abi::Reason;
+
+fn provider(allowed: Option<&[&str]>, denied: Option<&[&str]>) -> AllowlistProvider {
+    let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+    AllowlistProvider::new(AllowlistConfig {
+        allowed_tools: allowed.map(list),
+        denied_tools: denied.map(list),
+    })
+    .unwrap()
+}
+
+fn decide(provider: &AllowlistProvider, tool: &str) -> Decision {
+    provider.evaluate(&Request::for_tool(tool)).unwrap()
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    use std::task::{Context, Poll, Waker};
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn no_lists_allows_all() {
+    let p = provider(None, None);
+    for tool in ["bash", "write_file", "", "mcp__x__y"] {
+        let d = decide(&p, tool);
+        assert!(d.allow, "{tool}");
+        assert_eq!(d.reasons.as_slice(), &[Reason::new("oap.allowed", "")]);
+    }
+}
+
+#[test]
+fn denied_list_blocks() {
+    let d = decide(&provider(None, Some(&["bash", "write_file"])), "bash");
+    assert!(!d.allow);
+    assert_eq!(d.reasons.as_slice(), &[Reason::new("oap.tool_not_allowed", "tool 'bash' is denied")]);
+}
+
+#[test]
+fn denied_list_allows_others() {
+    assert!(decide(&provider(None, Some(&["bash"])), "web_search").allow);
+}
+
+#[test]
+fn allowed_list_blocks_unlisted() {
+    let d = decide(&provider(Some(&["web_search"]), None), "bash");
+    assert!(!d.allow);
+    assert_eq!(d.reasons.as_slice(), &[Reason::new("oap.tool_not_allowed", "tool 'bash' not in allowlist")]);
+}
+
+#[test]
+fn allowed_list_allows_listed() {
+    assert!(decide(&provider(Some(&["web_search", "read_file"]), None), "read_file").allow);
+}
+
+#[test]
+fn empty_allowed_list_blocks_every_tool() {
+    let p = provider(Some(&[]), None);
+    for tool in ["bash", "read_file", ""] {
+        assert!(!decide(&p, tool).allow, "{tool}");
+    }
+}
+
+#[test]
+fn tool_in_both_lists_is_denied() {
+    let d = decide(&provider(Some(&["bash"]), Some(&["bash"])), "bash");
+    assert!(!d.allow);
+    assert_eq!(d.reasons[0].message.as_str(), "tool 'bash' is denied");
+}
+
+#[test]
+fn async_equals_sync() {
+    let p = provider(Some(&["bash", "ls"]), Some(&["bash"]));
+    for tool in ["bash", "ls", "write_file"] {
+        let sync = decide(&p, tool);
+        let asynchronous = block_on(p.aevaluate(Request::for_tool(tool))).unwrap();
+        assert_eq!(sync, asynchronous, "{tool}");
+    }
+}
+
+#[test]
+fn accepted_keys_come_from_the_config_type() {
+    assert_eq!(AllowlistProvider::accepted_keys(), ["allowed_tools", "denied_tools"]);
+    assert!(!AllowlistProvider::ACCEPTS_EXTRA_KEYS);
+}

@@ -1,0 +1,82 @@
+//! The exported descriptor: what the host finds under a provider's symbol.
+
+use abi_stable::std_types::{RResult, RStr, RString, RVec};
+use abi_stable::type_layout::TypeLayout;
+use abi_stable::StableAbi;
+
+use crate::{ProviderBox, ProviderError};
+
+/// The first eight bytes of every descriptor.
+pub const MAGIC: [u8; 8] = *b"GHPROV\x00\x01";
+
+/// The ABI major version. A host loads only descriptors with its own major.
+pub const ABI_MAJOR: u16 = 1;
+
+/// The ABI minor version. Minor versions only append fields to
+/// [`ProviderFactory`] after its last prefix field.
+pub const ABI_MINOR: u16 = 0;
+
+/// Bits of [`DescriptorHeader::flags`].
+pub mod flags {
+    /// The library was built with `panic = "unwind"`, so the export macro's
+    /// `catch_unwind` can turn a panic into a [`crate::ProviderError`].
+    /// Without it a panic aborts the whole process; the host refuses such
+    /// libraries.
+    pub const PANIC_UNWIND: u32 = 1;
+}
+
+/// The fixed header the host reads before anything else.
+///
+/// Its layout never changes, so any host can read any descriptor's header
+/// and report a version mismatch instead of misreading memory.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct DescriptorHeader {
+    /// Always [`MAGIC`].
+    pub magic: [u8; 8],
+    /// The [`ABI_MAJOR`] the library was built against.
+    pub abi_major: u16,
+    /// The [`ABI_MINOR`] the library was built against.
+    pub abi_minor: u16,
+    /// Bits from [`flags`].
+    pub flags: u32,
+}
+
+/// What a provider library exports, once per provider, under a symbol its
+/// author names (`#[no_mangle]`). Made by [`crate::export_provider!`].
+#[repr(C)]
+pub struct ProviderDescriptor {
+    /// Magic, versions, flags.
+    pub header: DescriptorHeader,
+    /// The layout of [`ProviderFactoryRef`] as the library sees it; the host
+    /// checks it against its own before touching `factory`.
+    pub layout: &'static TypeLayout,
+    /// The factory.
+    pub factory: ProviderFactoryRef,
+}
+
+/// Everything the host needs to know about a provider before constructing it,
+/// and the constructor.
+///
+/// This is a prefix type: minor versions append fields **below**
+/// `construct`, never above it, and never change existing ones. A new field
+/// is read by a newer host only when the library is new enough to have it.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
+#[sabi(missing_field(panic))]
+pub struct ProviderFactory {
+    /// The provider's name.
+    pub name: RStr<'static>,
+    /// Whether the constructor accepts keys beyond `accepted_keys` (the
+    /// twin of Python's `**kwargs`).
+    pub accepts_extra_keys: bool,
+    /// The config keys the constructor accepts by name.
+    pub accepted_keys: extern "C" fn() -> RVec<RString>,
+    /// Builds a provider from its config, a JSON object as text.
+    #[sabi(last_prefix_field)]
+    pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
+}
+
+/// The layout the host expects for [`ProviderDescriptor::layout`].
+pub const FACTORY_LAYOUT: &TypeLayout = <ProviderFactoryRef as StableAbi>::LAYOUT;

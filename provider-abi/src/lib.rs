@@ -1,0 +1,100 @@
+//! The stable provider ABI of **guardhost**: the crate a third-party guardrail
+//! provider compiles against and ships as a `.so` / `.dll` / `.dylib`.
+//!
+//! A provider decides, before each tool call an agent makes, whether the call
+//! may run. You implement [`Provider`], export it with [`export_provider!`]
+//! under a symbol of your choice, build a `cdylib`, and operators point
+//! guardhost at it in YAML:
+//!
+//! ```yaml
+//! guardrails:
+//!   enabled: true
+//!   provider:
+//!     use: plugins/libmy_policy.so:MyGuardrailProvider
+//!     config: { blocked_prefixes: ["bash"] }
+//! ```
+//!
+//! # Example
+//!
+//! ```
+//! use guardhost_abi::{Decision, Provider, ProviderError, Request};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! pub struct Config {
+//!     #[serde(default)]
+//!     blocked_prefixes: Vec<String>,
+//! }
+//!
+//! pub struct MyPolicy(Config);
+//!
+//! impl Provider for MyPolicy {
+//!     const NAME: &'static str = "my-policy";
+//!     type Config = Config;
+//!
+//!     fn new(config: Config) -> Result<Self, ProviderError> {
+//!         Ok(MyPolicy(config))
+//!     }
+//!
+//!     fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError> {
+//!         let name = request.tool_name();
+//!         if self.0.blocked_prefixes.iter().any(|p| name.starts_with(p.as_str())) {
+//!             return Ok(Decision::deny().with_reason("custom.blocked", format!("{name} blocked")));
+//!         }
+//!         Ok(Decision::allow().with_reason("custom.allowed", ""))
+//!     }
+//! }
+//!
+//! guardhost_abi::export_provider!(MyGuardrailProvider, MyPolicy);
+//!
+//! # fn main() -> Result<(), ProviderError> {
+//! // The accepted config keys come from `Config`'s fields:
+//! assert_eq!(MyPolicy::accepted_keys(), ["blocked_prefixes"]);
+//! let policy = MyPolicy::new(Config { blocked_prefixes: vec!["bash".into()] })?;
+//! assert!(!policy.evaluate(&Request::for_tool("bash"))?.allow);
+//! # Ok(()) }
+//! ```
+//!
+//! # What crosses the boundary
+//!
+//! Only `#[repr(C)]` types checked by `abi_stable`: the host reads the
+//! descriptor's [`DescriptorHeader`] (magic, ABI major/minor, flags) first,
+//! then checks the factory's type layout against its own, and only then calls
+//! into the library. Strings and vectors are `abi_stable`'s `RString` /
+//! `RVec`, freed by the side that allocated them.
+//!
+//! # Failures
+//!
+//! A provider fails with a [`ProviderError`]: [`ProviderError::error`] (the
+//! host applies `fail_closed`) or [`ProviderError::interrupt`] (a control-flow
+//! signal the host passes to its caller unchanged). A panic anywhere in
+//! provider code is caught on the provider's side and becomes an error of kind
+//! [`ErrorKind::PANIC`]; it never unwinds into the host. Libraries built with
+//! `panic = "abort"` cannot catch panics, so the host refuses to load them.
+#![deny(missing_docs)]
+// `#[sabi_trait]` expands to impls the `non_local_definitions` lint dislikes.
+#![allow(non_local_definitions)]
+
+mod descriptor;
+mod error;
+mod keys;
+mod object;
+mod provider;
+mod types;
+
+pub use descriptor::{
+    flags, DescriptorHeader, ProviderDescriptor, ProviderFactory, ProviderFactoryRef, ABI_MAJOR, ABI_MINOR,
+    FACTORY_LAYOUT, MAGIC,
+};
+pub use error::{ErrorKind, ProviderError};
+pub use keys::config_keys;
+pub use object::{EvalResult, ProviderBox, ProviderObject, ProviderObject_TO};
+pub use provider::{construct_in_process, Provider};
+pub use types::{Decision, Reason, Request};
+
+/// Re-exports for the export macro and for hosts; not part of the author API.
+#[doc(hidden)]
+pub mod reexports {
+    pub use abi_stable;
+    pub use async_ffi;
+}

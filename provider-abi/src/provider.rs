@@ -1,0 +1,223 @@
+//! The trait provider authors implement, and the glue that exports it.
+
+use std::any::Any;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RResult, RStr, RString, RVec};
+use async_ffi::{BorrowingFfiFuture, FutureExt};
+use serde::de::DeserializeOwned;
+
+use crate::descriptor::{flags, DescriptorHeader, ProviderDescriptor, ProviderFactory, ProviderFactoryRef};
+use crate::descriptor::{ABI_MAJOR, ABI_MINOR, FACTORY_LAYOUT, MAGIC};
+use crate::object::{EvalResult, ProviderObject, ProviderObject_TO};
+use crate::{config_keys, Decision, ProviderBox, ProviderError, Request};
+
+/// A guardrail provider.
+///
+/// Implement this, then export it with [`crate::export_provider!`]. The host
+/// constructs it from the YAML `provider.config` (deserialized into
+/// [`Provider::Config`]) and calls [`Provider::evaluate`] before every tool
+/// call (or [`Provider::aevaluate`] on the async path).
+///
+/// Panics anywhere in here are caught on the provider's side and reach the
+/// host as a [`ProviderError`] (so the host's `fail_closed` applies).
+pub trait Provider: Sized + Send + Sync + 'static {
+    /// The provider's name, for logs and `guardhost check`.
+    const NAME: &'static str;
+
+    /// Whether the constructor accepts config keys that [`Provider::Config`]
+    /// does not name (Python's `**kwargs`). Such keys are ignored by serde
+    /// unless the config type captures them (`#[serde(flatten)]`). When this
+    /// is true, the host also injects `framework: "deerflow"`.
+    const ACCEPTS_EXTRA_KEYS: bool = false;
+
+    /// The constructor's keyword arguments. Its field names are the config
+    /// keys the provider accepts; a field named `framework` makes the host
+    /// inject `framework: "deerflow"`.
+    type Config: DeserializeOwned;
+
+    /// Builds the provider; an `Err` is shown to the operator verbatim.
+    fn new(config: Self::Config) -> Result<Self, ProviderError>;
+
+    /// Decides one tool call.
+    fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError>;
+
+    /// Decides one tool call on the async path; by default the same as
+    /// [`Provider::evaluate`]. The future must not rely on the host's runtime
+    /// (no `tokio::time`, no `tokio::spawn`): bring your own if you need one.
+    fn aevaluate<'a>(
+        &'a self,
+        request: Request<'a>,
+    ) -> impl Future<Output = Result<Decision, ProviderError>> + Send + 'a {
+        std::future::ready(self.evaluate(&request))
+    }
+
+    /// The config keys the constructor accepts by name; derived from
+    /// [`Provider::Config`]. Override only when the config type cannot say
+    /// (it uses `#[serde(flatten)]` or is a map).
+    fn accepted_keys() -> Vec<&'static str> {
+        config_keys::<Self::Config>().map(<[_]>::to_vec).unwrap_or_default()
+    }
+}
+
+/// The text of a caught panic's payload.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_owned()
+    }
+}
+
+/// Runs `f`, turning a panic into a [`ProviderError`] that names `what`.
+fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, ProviderError>) -> RResult<T, ProviderError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result.into(),
+        Err(payload) => RResult::RErr(ProviderError::panic(format!("{what}: {}", panic_message(&*payload)))),
+    }
+}
+
+/// A future that turns a panic in `poll` into a [`ProviderError`].
+struct CatchUnwind<'a> {
+    inner: Option<Pin<Box<dyn Future<Output = Result<Decision, ProviderError>> + Send + 'a>>>,
+}
+
+impl Future for CatchUnwind<'_> {
+    type Output = EvalResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<EvalResult> {
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(RResult::RErr(ProviderError::error(
+                "provider future polled after completion",
+            )));
+        };
+        match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(result)) => {
+                self.inner = None;
+                Poll::Ready(result.into())
+            }
+            Err(payload) => {
+                self.inner = None;
+                Poll::Ready(RResult::RErr(ProviderError::panic(format!(
+                    "aevaluate: {}",
+                    panic_message(&*payload)
+                ))))
+            }
+        }
+    }
+}
+
+/// The [`ProviderObject`] implementation the export macro installs around a
+/// [`Provider`].
+struct Exported<P>(P);
+
+impl<P: Provider> ProviderObject for Exported<P> {
+    fn name(&self) -> RStr<'_> {
+        RStr::from_str(P::NAME)
+    }
+
+    fn evaluate(&self, request: &Request<'_>) -> EvalResult {
+        guard("evaluate", || self.0.evaluate(request))
+    }
+
+    fn aevaluate<'a>(&'a self, request: Request<'a>) -> BorrowingFfiFuture<'a, EvalResult> {
+        match catch_unwind(AssertUnwindSafe(|| self.0.aevaluate(request))) {
+            Ok(future) => CatchUnwind { inner: Some(Box::pin(future)) }.into_ffi(),
+            Err(payload) => {
+                let error = ProviderError::panic(format!("aevaluate: {}", panic_message(&*payload)));
+                std::future::ready(RResult::RErr(error)).into_ffi()
+            }
+        }
+    }
+}
+
+/// Constructs `P` from config JSON text, with panics caught.
+fn construct<P: Provider>(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError> {
+    guard("constructor", || {
+        let config: serde_json::Value = serde_json::from_str(config_json.as_str())
+            .map_err(|e| ProviderError::error(format!("config is not valid JSON: {e}")))?;
+        let config: P::Config = serde_json::from_value(config)
+            .map_err(|e| ProviderError::error(format!("invalid config for provider '{}': {e}", P::NAME)))?;
+        let provider = P::new(config)?;
+        Ok(ProviderObject_TO::from_value(Exported(provider), TD_Opaque))
+    })
+}
+
+extern "C" fn construct_shim<P: Provider>(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError> {
+    construct::<P>(config_json)
+}
+
+extern "C" fn accepted_keys_shim<P: Provider>() -> RVec<RString> {
+    catch_unwind(P::accepted_keys)
+        .map(|keys| keys.into_iter().map(RString::from).collect())
+        .unwrap_or_default()
+}
+
+/// Builds a provider in-process, without going through a library: what the
+/// host does for built-in providers, and what provider unit tests can use.
+pub fn construct_in_process<P: Provider>(config: &serde_json::Value) -> Result<ProviderBox, ProviderError> {
+    construct::<P>(RStr::from_str(&config.to_string())).into_result()
+}
+
+/// Holds the static factory of `P`.
+struct FactoryOf<P>(PhantomData<P>);
+
+impl<P: Provider> FactoryOf<P> {
+    abi_stable::staticref! {
+        const FACTORY: abi_stable::prefix_type::WithMetadata<ProviderFactory> =
+            abi_stable::prefix_type::WithMetadata::new(ProviderFactory {
+                name: RStr::from_str(P::NAME),
+                accepts_extra_keys: P::ACCEPTS_EXTRA_KEYS,
+                accepted_keys: accepted_keys_shim::<P>,
+                construct: construct_shim::<P>,
+            })
+    }
+}
+
+impl ProviderDescriptor {
+    /// The descriptor of `P`. `panic_unwind` must be `cfg!(panic = "unwind")`
+    /// evaluated in the provider's crate, which is what
+    /// [`crate::export_provider!`] passes.
+    #[doc(hidden)]
+    pub const fn new<P: Provider>(panic_unwind: bool) -> Self {
+        ProviderDescriptor {
+            header: DescriptorHeader {
+                magic: MAGIC,
+                abi_major: ABI_MAJOR,
+                abi_minor: ABI_MINOR,
+                flags: if panic_unwind { flags::PANIC_UNWIND } else { 0 },
+            },
+            layout: FACTORY_LAYOUT,
+            factory: ProviderFactoryRef(FactoryOf::<P>::FACTORY.as_prefix()),
+        }
+    }
+}
+
+/// Exports a [`Provider`] under a symbol, in one line.
+///
+/// ```ignore
+/// guardhost_abi::export_provider!(MyGuardrailProvider, MyProvider);
+/// ```
+///
+/// The symbol is what operators write after the colon in
+/// `use: path/to/libmy_provider.so:MyGuardrailProvider`. One library may
+/// export several providers under different symbols. The library must be a
+/// `cdylib` built with `panic = "unwind"` (the default).
+#[macro_export]
+macro_rules! export_provider {
+    ($symbol:ident, $provider:ty) => {
+        #[no_mangle]
+        #[allow(non_upper_case_globals)]
+        #[doc = concat!("The guardhost provider descriptor of `", stringify!($provider), "`.")]
+        pub static $symbol: $crate::ProviderDescriptor =
+            $crate::ProviderDescriptor::new::<$provider>(cfg!(panic = "unwind"));
+    };
+}

@@ -1,0 +1,207 @@
+//! The FFI-safe data that crosses the boundary: request, reason, decision.
+
+use abi_stable::std_types::{ROption, RStr, RString, RVec};
+use abi_stable::StableAbi;
+
+/// One tool call, as the host hands it to a provider.
+///
+/// Every field mirrors the guardrail contract's `GuardrailRequest`. The
+/// request borrows the host's data: it is valid for the duration of one
+/// `evaluate` call (or until the future returned by `aevaluate` completes),
+/// and copying a field out is the provider's business.
+///
+/// `tool_input` and `authz_attributes` are JSON object texts, exactly as the
+/// host holds them; use [`Request::tool_input`] / [`Request::authz_attributes`]
+/// to parse them only when the policy needs them.
+///
+/// Changing this struct is an ABI major change.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// The tool's name; `""` when the call had none.
+    pub tool_name: RStr<'a>,
+    /// The tool's arguments: a JSON object, as text.
+    pub tool_input_json: RStr<'a>,
+    /// The configured passport (OAP passport path or hosted agent id).
+    pub agent_id: ROption<RStr<'a>>,
+    /// The conversation thread, from the runtime context.
+    pub thread_id: ROption<RStr<'a>>,
+    /// Whether the call comes from a sub-agent.
+    pub is_subagent: bool,
+    /// When the request was built: UTC, RFC 3339.
+    pub timestamp: RStr<'a>,
+    /// The end user, from the runtime context.
+    pub user_id: ROption<RStr<'a>>,
+    /// The end user's role, from the runtime context.
+    pub user_role: ROption<RStr<'a>>,
+    /// The OAuth provider that authenticated the user.
+    pub oauth_provider: ROption<RStr<'a>>,
+    /// The user's id at that OAuth provider.
+    pub oauth_id: ROption<RStr<'a>>,
+    /// The agent run this call belongs to.
+    pub run_id: ROption<RStr<'a>>,
+    /// The tool call's id.
+    pub tool_call_id: ROption<RStr<'a>>,
+    /// The user's id on the channel (chat app) the run came from.
+    pub channel_user_id: ROption<RStr<'a>>,
+    /// Whether the call is internal (only ever true when the context said
+    /// exactly boolean `true`).
+    pub is_internal: bool,
+    /// Authorization attributes: a JSON object, as text.
+    pub authz_attributes_json: RStr<'a>,
+}
+
+fn opt<'a>(value: ROption<RStr<'a>>) -> Option<&'a str> {
+    value.map(|s| s.as_str()).into_option()
+}
+
+impl<'a> Request<'a> {
+    /// A request for `tool_name` with arguments `{}` and every other field at
+    /// its default; handy in provider unit tests.
+    pub const fn for_tool(tool_name: &'a str) -> Self {
+        Request {
+            tool_name: RStr::from_str(tool_name),
+            tool_input_json: RStr::from_str("{}"),
+            agent_id: ROption::RNone,
+            thread_id: ROption::RNone,
+            is_subagent: false,
+            timestamp: RStr::from_str(""),
+            user_id: ROption::RNone,
+            user_role: ROption::RNone,
+            oauth_provider: ROption::RNone,
+            oauth_id: ROption::RNone,
+            run_id: ROption::RNone,
+            tool_call_id: ROption::RNone,
+            channel_user_id: ROption::RNone,
+            is_internal: false,
+            authz_attributes_json: RStr::from_str("{}"),
+        }
+    }
+
+    /// The tool's name.
+    pub fn tool_name(&self) -> &'a str {
+        self.tool_name.as_str()
+    }
+
+    /// The tool's arguments, parsed into `T` (for example
+    /// `serde_json::Map<String, serde_json::Value>` or your own struct).
+    pub fn tool_input<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.tool_input_json.as_str())
+    }
+
+    /// The authorization attributes, parsed into `T`.
+    pub fn authz_attributes<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.authz_attributes_json.as_str())
+    }
+
+    /// The configured passport, if any.
+    pub fn agent_id(&self) -> Option<&'a str> {
+        opt(self.agent_id)
+    }
+    /// The thread id, if any.
+    pub fn thread_id(&self) -> Option<&'a str> {
+        opt(self.thread_id)
+    }
+    /// The user id, if any.
+    pub fn user_id(&self) -> Option<&'a str> {
+        opt(self.user_id)
+    }
+    /// The user role, if any.
+    pub fn user_role(&self) -> Option<&'a str> {
+        opt(self.user_role)
+    }
+    /// The OAuth provider, if any.
+    pub fn oauth_provider(&self) -> Option<&'a str> {
+        opt(self.oauth_provider)
+    }
+    /// The OAuth id, if any.
+    pub fn oauth_id(&self) -> Option<&'a str> {
+        opt(self.oauth_id)
+    }
+    /// The run id, if any.
+    pub fn run_id(&self) -> Option<&'a str> {
+        opt(self.run_id)
+    }
+    /// The tool call id, if any.
+    pub fn tool_call_id(&self) -> Option<&'a str> {
+        opt(self.tool_call_id)
+    }
+    /// The channel user id, if any.
+    pub fn channel_user_id(&self) -> Option<&'a str> {
+        opt(self.channel_user_id)
+    }
+}
+
+/// Why a decision was made: an OAP-style reason.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct Reason {
+    /// A namespaced code such as `oap.tool_not_allowed`.
+    pub code: RString,
+    /// A human-readable explanation; may be empty.
+    pub message: RString,
+}
+
+impl Reason {
+    /// A reason with a code and a message.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Reason { code: RString::from(code.into()), message: RString::from(message.into()) }
+    }
+}
+
+/// A provider's verdict on one tool call.
+///
+/// Build one with [`Decision::allow`] or [`Decision::deny`] and the `with_*`
+/// methods.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the tool call may run.
+    pub allow: bool,
+    /// Why; the host's denial message quotes the first one.
+    pub reasons: RVec<Reason>,
+    /// The policy that decided, if the provider has such a notion.
+    pub policy_id: ROption<RString>,
+    /// Free-form metadata: a JSON object as text, or `""` for `{}`.
+    pub metadata_json: RString,
+}
+
+impl Decision {
+    /// An allowing decision with no reasons.
+    pub fn allow() -> Self {
+        Decision {
+            allow: true,
+            reasons: RVec::new(),
+            policy_id: ROption::RNone,
+            metadata_json: RString::new(),
+        }
+    }
+
+    /// A denying decision with no reasons (add one: a denial without reasons
+    /// reaches the agent as the host's generic fallback text).
+    pub fn deny() -> Self {
+        Decision { allow: false, ..Decision::allow() }
+    }
+
+    /// Appends a reason.
+    pub fn with_reason(mut self, code: impl Into<String>, message: impl Into<String>) -> Self {
+        self.reasons.push(Reason::new(code, message));
+        self
+    }
+
+    /// Sets the policy id.
+    pub fn with_policy_id(mut self, policy_id: impl Into<String>) -> Self {
+        self.policy_id = ROption::RSome(RString::from(policy_id.into()));
+        self
+    }
+
+    /// Sets the metadata object.
+    pub fn with_metadata(mut self, metadata: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.metadata_json = if metadata.is_empty() {
+            RString::new()
+        } else {
+            RString::from(serde_json::Value::Object(metadata).to_string())
+        };
+        self
+    }
+}
