@@ -201,42 +201,61 @@ fn find_descriptor(
     // holds. The factory itself is not used until its layout is checked below.
     let descriptor: &'static ProviderDescriptor = unsafe { &*address.cast::<ProviderDescriptor>() };
     abi_stable::abi_stability::abi_checking::check_layout_compatibility(FACTORY_LAYOUT, descriptor.layout)
-        .map_err(|errors| LoadErrorKind::LayoutMismatch {
-            summary: summarise_layout_errors(&errors.to_string()),
+        .map_err(|errors| {
+            // Format now: the report borrows strings from the library.
+            let report = errors.to_string();
+            tracing::debug!("abi_stable layout report for `{symbol}`:\n{report}");
+            LoadErrorKind::LayoutMismatch { summary: summarise_layout_errors(&report) }
         })?;
     Ok(descriptor)
 }
 
-/// `abi_stable` explains a mismatch in hundreds of lines; keep the lines
-/// that say what differs.
+/// `abi_stable` explains a mismatch in hundreds of lines; keep what
+/// differs: each `Error:` with its `Expected:` and `Found:` values.
 fn summarise_layout_errors(report: &str) -> String {
-    let mut lines: Vec<&str> = Vec::new();
-    let mut capture = 0;
-    for line in report.lines().map(str::trim) {
-        if line.starts_with("Error:") || line.starts_with("Error ") {
-            capture = 3;
+    let lines: Vec<&str> = report.lines().map(str::trim).collect();
+    let value_after = |start: usize, label: &str| -> Option<&str> {
+        let at = lines[start..].iter().position(|l| *l == label)? + start;
+        lines[at + 1..].iter().find(|l| !l.is_empty()).copied()
+    };
+    let mut found: Vec<String> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(error) = line.strip_prefix("Error:") else { continue };
+        let mut item = error.trim().to_owned();
+        if let (Some(expected), Some(actual)) = (value_after(i, "Expected:"), value_after(i, "Found:")) {
+            item.push_str(&format!(" (expected `{expected}`, found `{actual}`)"));
         }
-        if capture > 0 && !line.is_empty() {
-            if !lines.contains(&line) {
-                lines.push(line);
-            }
-            capture -= 1;
-        }
-        if lines.len() >= 6 {
-            break;
+        if !found.contains(&item) {
+            found.push(item);
         }
     }
-    if lines.is_empty() {
-        lines = report.lines().map(str::trim).filter(|l| !l.is_empty()).take(3).collect();
+    if found.is_empty() {
+        found.push(lines.iter().find(|l| !l.is_empty()).unwrap_or(&"unknown difference").to_string());
     }
-    let mut summary = lines.join(" | ");
-    if summary.len() > 600 {
-        let mut end = 600;
-        while !summary.is_char_boundary(end) {
-            end -= 1;
-        }
-        summary.truncate(end);
-        summary.push_str(" …");
+    let shown = found.len().min(3);
+    let mut summary = found[..shown].join("; ");
+    if found.len() > shown {
+        summary.push_str(&format!("; and {} more", found.len() - shown));
     }
+    summary.push_str(" (GUARDHOST_LOG=debug prints abi_stable's full report)");
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summarise_layout_errors;
+
+    #[test]
+    fn the_summary_keeps_errors_with_expected_and_found() {
+        let report = "Compared <this>:\n  type:A\n\nError:mismatched type\nExpected:\n    ProviderFactory\nFound:\n    OldFactory\n";
+        assert_eq!(
+            summarise_layout_errors(report),
+            "mismatched type (expected `ProviderFactory`, found `OldFactory`) (GUARDHOST_LOG=debug prints abi_stable's full report)"
+        );
+    }
+
+    #[test]
+    fn a_report_without_errors_lines_keeps_its_first_line() {
+        assert!(summarise_layout_errors("\nsomething odd\n").starts_with("something odd"));
+    }
 }

@@ -84,9 +84,12 @@ fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, ProviderError>) -> RResult
     }
 }
 
+/// An author's evaluation future, boxed.
+type AuthorFuture<'a> = Pin<Box<dyn Future<Output = Result<Decision, ProviderError>> + Send + 'a>>;
+
 /// A future that turns a panic in `poll` into a [`ProviderError`].
 struct CatchUnwind<'a> {
-    inner: Option<Pin<Box<dyn Future<Output = Result<Decision, ProviderError>> + Send + 'a>>>,
+    inner: Option<AuthorFuture<'a>>,
 }
 
 impl Future for CatchUnwind<'_> {

@@ -89,5 +89,7 @@ fn async_equals_sync() {
 #[test]
 fn accepted_keys_come_from_the_config_type() {
     assert_eq!(AllowlistProvider::accepted_keys(), ["allowed_tools", "denied_tools"]);
-    assert!(!AllowlistProvider::ACCEPTS_EXTRA_KEYS);
+    // The exported descriptor (the static of the same name) says so too.
+    assert!(!AllowlistProvider.factory.accepts_extra_keys());
+    assert_eq!(AllowlistProvider.factory.name().as_str(), "allowlist");
 }

@@ -136,6 +136,6 @@ mod tests {
     #[test]
     fn declares_its_keys_and_accepts_others() {
         assert_eq!(MyGuardrailProvider::accepted_keys(), ["blocked_prefixes", "framework"]);
-        assert!(MyGuardrailProvider::ACCEPTS_EXTRA_KEYS);
+        assert!(MyGuardrailProvider.factory.accepts_extra_keys());
     }
 }

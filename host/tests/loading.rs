@@ -1,0 +1,339 @@
+//! `use:` resolution and library loading: every error with its specific
+//! message, framework injection, and the allowlist as built-in and as `.so`.
+
+mod support;
+
+use guardhost::{
+    install, instantiate, BuildError, ConfigOrigin, LoadErrorKind, LoadedConfig, ProviderSource,
+    ProviderSpec, ToolCallRequest,
+};
+use serde_json::{json, Map, Value};
+use support::{library, load, object, try_load, use_of};
+
+fn load_error(use_: &str) -> (BuildError, String) {
+    let error = try_load(use_, Map::new()).expect_err("must not load");
+    let text = error.to_string();
+    (error, text)
+}
+
+fn kind(error: &BuildError) -> &LoadErrorKind {
+    match error {
+        BuildError::Load(e) => &e.kind,
+        other => panic!("expected a load error, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_use_is_explained() {
+    let (error, text) = load_error("plugins/libfoo.so");
+    assert!(matches!(error, BuildError::MalformedUse(_)));
+    assert_eq!(
+        text,
+        "malformed `use: plugins/libfoo.so`: there is no `:Symbol` after the path; expected `path/to/libfoo.so:Symbol` (or `builtin:AllowlistProvider`)"
+    );
+}
+
+#[test]
+fn a_missing_file_shows_the_resolved_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ProviderSpec { use_: "plugins/libnothere.so:P".into(), config: Map::new() };
+    let error = instantiate(&spec, dir.path()).unwrap_err();
+    let resolved = dir.path().join("plugins/libnothere.so");
+    assert_eq!(kind(&error), &LoadErrorKind::NotFound { tried: vec![resolved.clone()] });
+    assert!(error.to_string().contains(&format!("no such file; tried {}", resolved.display())), "{error}");
+}
+
+#[test]
+fn a_missing_file_without_suffix_lists_every_spelling_tried() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ProviderSpec { use_: "plugins/nothere:P".into(), config: Map::new() };
+    let text = instantiate(&spec, dir.path()).unwrap_err().to_string();
+    let platform_name = format!("{}nothere{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let plugins = dir.path().join("plugins");
+    assert!(text.contains(&plugins.join(platform_name).display().to_string()), "{text}");
+    assert!(text.ends_with(&plugins.join("nothere").display().to_string()), "{text}");
+}
+
+#[test]
+fn a_file_that_is_not_a_library_shows_the_loaders_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = support::write(dir.path(), "libfake.so", "this is not a shared object\n");
+    let (error, text) = load_error(&format!("{}:P", path.display()));
+    let LoadErrorKind::NotLoadable { reason } = kind(&error) else { panic!("{error:?}") };
+    assert_ne!(reason, "dlopen failed", "the OS loader's own reason must be shown");
+    if cfg!(target_os = "linux") {
+        assert!(reason.contains("invalid ELF header") || reason.contains("file too short"), "{reason}");
+    }
+    assert!(
+        text.contains("not a loadable library: ") && text.contains(&path.display().to_string()),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_missing_symbol_is_named() {
+    let (error, text) = load_error(&use_of("guardhost_allowlist", "NoSuchProvider"));
+    assert_eq!(kind(&error), &LoadErrorKind::SymbolMissing { symbol: "NoSuchProvider".into() });
+    assert!(text.contains("exports no symbol `NoSuchProvider`"), "{text}");
+}
+
+#[test]
+fn a_symbol_that_is_not_a_descriptor_is_refused() {
+    for symbol in ["NotADescriptor", "not_a_provider"] {
+        let lib =
+            if symbol == "NotADescriptor" { "guardhost_bad_descriptors" } else { "guardhost_test_providers" };
+        let (error, text) = load_error(&use_of(lib, symbol));
+        assert_eq!(kind(&error), &LoadErrorKind::NotADescriptor { symbol: symbol.into() });
+        assert!(text.contains("is not a guardhost provider descriptor"), "{text}");
+    }
+}
+
+#[test]
+fn an_abi_major_mismatch_shows_both_versions() {
+    let (error, text) = load_error(&use_of("guardhost_bad_descriptors", "WrongMajor"));
+    assert_eq!(
+        kind(&error),
+        &LoadErrorKind::AbiMajorMismatch {
+            found_major: 99,
+            found_minor: 3,
+            expected: guardhost_abi::ABI_MAJOR
+        }
+    );
+    assert!(text.contains("built for guardhost provider ABI 99.3, but this host speaks ABI 1.x"), "{text}");
+}
+
+#[test]
+fn a_panic_abort_library_is_refused() {
+    let (error, text) = load_error(&use_of("guardhost_bad_descriptors", "PanicAbort"));
+    assert_eq!(kind(&error), &LoadErrorKind::PanicAbort);
+    assert!(text.contains("panic = \"abort\""), "{text}");
+}
+
+#[test]
+fn a_layout_mismatch_is_summarised() {
+    let (error, text) = load_error(&use_of("guardhost_bad_descriptors", "WrongLayout"));
+    let LoadErrorKind::LayoutMismatch { summary } = kind(&error) else { panic!("{error:?}") };
+    assert!(
+        summary.starts_with("mismatched type (expected `ProviderFactory`, found `OldFactory`)"),
+        "{summary}"
+    );
+    assert!(text.contains("do not match this host's ABI layout"), "{text}");
+}
+
+#[test]
+fn the_good_descriptor_next_to_the_bad_ones_loads() {
+    let loaded = load(&use_of("guardhost_bad_descriptors", "FineProvider"), Map::new());
+    assert_eq!(loaded.info.name, "fine");
+}
+
+#[test]
+fn a_constructor_error_carries_its_message() {
+    let (error, text) = {
+        let e = try_load(
+            &use_of("guardhost_test_providers", "FrameworkAwareProvider"),
+            object(json!({"limit": 11})),
+        )
+        .unwrap_err();
+        let t = e.to_string();
+        (e, t)
+    };
+    assert!(matches!(error, BuildError::Constructor { .. }));
+    assert_eq!(text, "provider 'framework-aware' rejected its config: limit must be at most 10");
+}
+
+#[test]
+fn a_constructor_type_error_names_the_provider() {
+    let e = try_load(
+        &use_of("guardhost_allowlist", "AllowlistProvider"),
+        object(json!({"denied_tools": "bash"})),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("provider 'allowlist' rejected its config: invalid config for provider 'allowlist': invalid type: string \"bash\", expected a sequence"), "{e}");
+}
+
+#[test]
+fn a_panicking_constructor_is_an_error_and_the_host_survives() {
+    let e = try_load(&use_of("guardhost_test_providers", "PanickingConstructorProvider"), Map::new())
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "provider 'panicking-constructor' rejected its config: provider panicked: constructor: constructor boom"
+    );
+}
+
+#[test]
+fn an_unknown_key_is_rejected_before_construction_with_the_accepted_list() {
+    for use_ in ["builtin:AllowlistProvider".to_owned(), use_of("guardhost_allowlist", "AllowlistProvider")] {
+        let e = try_load(&use_, object(json!({"allowed_tools": [], "blocked": ["x"]}))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "provider 'allowlist' does not accept config key `blocked`; it accepts: allowed_tools, denied_tools"
+        );
+    }
+    let e = try_load(&use_of("guardhost_test_providers", "AllowAllProvider"), object(json!({"x": 1})))
+        .unwrap_err();
+    assert!(e.to_string().ends_with("it accepts: no keys at all"), "{e}");
+}
+
+#[test]
+fn an_unknown_builtin_lists_the_builtins() {
+    let e = try_load("builtin:OAPGuardrailProvider", Map::new()).unwrap_err().to_string();
+    assert_eq!(e, "`use: builtin:OAPGuardrailProvider` names no built-in provider; the built-ins are: builtin:AllowlistProvider");
+}
+
+#[test]
+fn framework_is_injected_for_kwargs_providers() {
+    let loaded = load(
+        &use_of("blocked_prefixes", "MyGuardrailProvider"),
+        object(json!({"blocked_prefixes": ["bash"]})),
+    );
+    assert!(loaded.info.framework_injected && loaded.info.accepts_extra_keys);
+    let decision = loaded.provider.evaluate(&request("ls")).unwrap();
+    assert_eq!(decision.metadata, object(json!({"framework": "deerflow"})));
+}
+
+#[test]
+fn framework_is_injected_for_providers_declaring_it() {
+    let loaded = load(&use_of("guardhost_test_providers", "FrameworkAwareProvider"), Map::new());
+    assert!(loaded.info.framework_injected && !loaded.info.accepts_extra_keys);
+    assert_eq!(loaded.provider.evaluate(&request("ls")).unwrap().metadata["framework"], json!("deerflow"));
+}
+
+#[test]
+fn framework_is_never_injected_for_the_allowlist() {
+    for use_ in ["builtin:AllowlistProvider".to_owned(), use_of("guardhost_allowlist", "AllowlistProvider")] {
+        let loaded = load(&use_, Map::new());
+        assert!(!loaded.info.framework_injected, "{use_}");
+    }
+    // And passing it explicitly is an unknown key, as in Python.
+    let e = try_load("builtin:AllowlistProvider", object(json!({"framework": "deerflow"}))).unwrap_err();
+    assert!(e.to_string().contains("does not accept config key `framework`"), "{e}");
+}
+
+#[test]
+fn an_explicit_framework_is_not_overridden() {
+    let loaded =
+        load(&use_of("blocked_prefixes", "MyGuardrailProvider"), object(json!({"framework": "langgraph"})));
+    assert!(!loaded.info.framework_injected);
+    assert_eq!(loaded.provider.evaluate(&request("ls")).unwrap().metadata["framework"], json!("langgraph"));
+}
+
+#[test]
+fn extra_keys_are_accepted_by_kwargs_providers() {
+    let loaded = load(&use_of("blocked_prefixes", "MyGuardrailProvider"), object(json!({"team": "infra"})));
+    assert_eq!(loaded.info.accepted_keys, ["blocked_prefixes", "framework"]);
+}
+
+fn request(tool: &str) -> guardhost::GuardrailRequest {
+    guardhost::GuardrailRequest::from_tool_call(&ToolCallRequest::new(tool, Map::new()), None).unwrap()
+}
+
+#[test]
+fn the_allowlist_is_the_same_built_in_and_as_a_library() {
+    let configs = [
+        json!({}),
+        json!({"denied_tools": ["bash"]}),
+        json!({"allowed_tools": ["read_file", "bash"], "denied_tools": ["bash"]}),
+        json!({"allowed_tools": []}),
+    ];
+    for config in configs {
+        let builtin = load("builtin:AllowlistProvider", object(config.clone()));
+        let deerflow = load("deerflow.guardrails.builtin:AllowlistProvider", object(config.clone()));
+        let library = load(&use_of("guardhost_allowlist", "AllowlistProvider"), object(config.clone()));
+        assert!(matches!(builtin.info.source, ProviderSource::Builtin { .. }));
+        assert!(matches!(library.info.source, ProviderSource::Library { .. }));
+        for tool in ["bash", "read_file", "write_file", "", "mcp__x__y"] {
+            let expected = builtin.provider.evaluate(&request(tool)).unwrap();
+            assert_eq!(deerflow.provider.evaluate(&request(tool)).unwrap(), expected, "{config} {tool}");
+            assert_eq!(library.provider.evaluate(&request(tool)).unwrap(), expected, "{config} {tool}");
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            let r = request(tool);
+            assert_eq!(
+                rt.block_on(library.provider.aevaluate(&r)).unwrap(),
+                expected,
+                "async {config} {tool}"
+            );
+        }
+    }
+}
+
+#[test]
+fn library_info_reports_path_symbol_and_abi() {
+    let loaded = load(&use_of("guardhost_allowlist", "AllowlistProvider"), Map::new());
+    let ProviderSource::Library { path, symbol } = &loaded.info.source else { panic!() };
+    assert_eq!(path, &library("guardhost_allowlist").canonicalize().unwrap());
+    assert_eq!(symbol, "AllowlistProvider");
+    assert_eq!(loaded.info.abi_version, (guardhost_abi::ABI_MAJOR, guardhost_abi::ABI_MINOR));
+    assert_eq!(loaded.info.name, "allowlist");
+}
+
+#[test]
+fn relative_use_paths_resolve_against_the_config_file_and_suffixes_are_optional() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let lib = library("guardhost_allowlist");
+    std::fs::copy(&lib, plugins.join(lib.file_name().unwrap())).unwrap();
+    for use_ in [
+        "plugins/guardhost_allowlist:AllowlistProvider",
+        "plugins/libguardhost_allowlist.so:AllowlistProvider",
+    ] {
+        if !cfg!(target_os = "linux") && use_.ends_with(".so:AllowlistProvider") {
+            continue;
+        }
+        let yaml = format!(
+            "guardrails:\n  enabled: true\n  provider:\n    use: {use_}\n    config:\n      denied_tools: [bash]\n"
+        );
+        let path = support::write(dir.path(), "config.yaml", &yaml);
+        // Run from somewhere else: the path must not depend on the working directory.
+        let config = LoadedConfig::from_path(&path).unwrap();
+        assert_eq!(config.origin, ConfigOrigin::File(path.clone()));
+        let guardrail = install(&config).unwrap().expect("installed");
+        let message = guardrail
+            .middleware
+            .wrap_tool_call(ToolCallRequest::new("bash", Map::new()), &|_| unreachable!())
+            .unwrap();
+        assert!(message.content.contains("tool 'bash' is denied"), "{use_}");
+    }
+}
+
+#[test]
+fn install_is_none_when_disabled_or_without_provider() {
+    for yaml in [
+        "guardrails:\n  enabled: false\n  provider: {use: builtin:AllowlistProvider}\n",
+        "guardrails:\n  enabled: true\n",
+    ] {
+        let config = LoadedConfig::from_yaml(yaml, "/".into(), ConfigOrigin::Embedded, |_| None).unwrap();
+        assert!(install(&config).unwrap().is_none(), "{yaml}");
+    }
+}
+
+#[test]
+fn install_applies_fail_closed_and_passport() {
+    let yaml = format!(
+        "guardrails:\n  enabled: true\n  fail_closed: false\n  passport: agent-9\n  provider:\n    use: {}\n",
+        use_of("guardhost_test_providers", "ErroringProvider")
+    );
+    let config = LoadedConfig::from_yaml(&yaml, "/".into(), ConfigOrigin::Embedded, |_| None).unwrap();
+    let guardrail = install(&config).unwrap().unwrap();
+    assert!(!guardrail.middleware.fail_closed());
+    assert_eq!(guardrail.middleware.passport(), Some("agent-9"));
+    let verdict = guardrail.middleware.check(&ToolCallRequest::new("bash", Map::new())).unwrap();
+    assert!(verdict.allowed() && verdict.provider_error);
+    assert_eq!(verdict.request.agent_id.as_deref(), Some("agent-9"));
+}
+
+#[test]
+fn env_var_secrets_reach_the_constructor() {
+    let yaml = format!(
+        "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    config:\n      api_key: $GUARDHOST_TEST_SECRET\n",
+        use_of("blocked_prefixes", "MyGuardrailProvider")
+    );
+    let config = LoadedConfig::from_yaml(&yaml, "/".into(), ConfigOrigin::Embedded, |name| {
+        (name == "GUARDHOST_TEST_SECRET").then(|| "s3cret".to_owned())
+    })
+    .unwrap();
+    assert_eq!(config.guardrails.provider.as_ref().unwrap().config["api_key"], Value::from("s3cret"));
+    assert!(install(&config).unwrap().is_some());
+}
