@@ -66,8 +66,8 @@ pub use config::{ConfigError, ConfigOrigin, GuardrailsConfig, LoadedConfig, Prov
 pub use instantiate::{instantiate, BuildError, LoadedProvider, ProviderInfo, ProviderSource};
 pub use loader::{LoadError, LoadErrorKind};
 pub use middleware::{
-    async_handler, AsyncHandler, GuardrailMiddleware, MiddlewareChain, SyncHandler, ToolCallError,
-    ToolCallMiddleware, ToolResult, Verdict,
+    async_handler, AsyncHandler, GuardrailLayer, GuardrailMiddleware, GuardrailService, MiddlewareChain,
+    SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult, Verdict,
 };
 pub use provider::{AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
 pub use request::{

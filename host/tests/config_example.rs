@@ -67,14 +67,18 @@ fn every_commented_option_works_as_documented() {
         let yaml = with_provider(&text, block);
         let base = built.join("../..");
         let yaml = yaml.replace("target/release/", &format!("{}/", built.display()));
-        let config = LoadedConfig::from_yaml(&yaml, base, ConfigOrigin::File("example".into()), |_| None).unwrap();
+        let config =
+            LoadedConfig::from_yaml(&yaml, base, ConfigOrigin::File("example".into()), |_| None).unwrap();
         deny_bash(&config);
     }
 
     // Option 3: the secret comes from the environment, and is required.
     let yaml = with_provider(&text, &blocks[2]);
     let missing = LoadedConfig::from_yaml(&yaml, "/".into(), ConfigOrigin::Embedded, |_| None).unwrap_err();
-    assert!(matches!(missing, ConfigError::MissingEnvVar { ref var, .. } if var == "ACME_POLICY_KEY"), "{missing}");
+    assert!(
+        matches!(missing, ConfigError::MissingEnvVar { ref var, .. } if var == "ACME_POLICY_KEY"),
+        "{missing}"
+    );
     let config = LoadedConfig::from_yaml(&yaml, "/".into(), ConfigOrigin::Embedded, |name| {
         (name == "ACME_POLICY_KEY").then(|| "k".to_owned())
     })

@@ -441,3 +441,33 @@ async fn many_concurrent_async_calls_through_a_library_provider() {
         task.await.unwrap();
     }
 }
+
+/// A tool service that counts its calls.
+#[derive(Clone, Default)]
+struct CountingTool(Arc<AtomicUsize>);
+impl tower_service::Service<ToolCallRequest> for CountingTool {
+    type Response = ToolMessage;
+    type Error = ToolCallError;
+    type Future = std::future::Ready<ToolResult>;
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), ToolCallError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, request: ToolCallRequest) -> Self::Future {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Ok(handler_message(&request)))
+    }
+}
+
+#[tokio::test]
+async fn the_tower_layer_guards_a_service() {
+    use tower_layer::Layer;
+    use tower_service::Service;
+    for (symbol, runs) in [("AllowAllProvider", 1), ("DenyAllProvider", 0)] {
+        let tool = CountingTool::default();
+        let mut service = guardhost::GuardrailLayer::new(middleware(symbol)).layer(tool.clone());
+        std::future::poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
+        let message = service.call(bash_call()).await.unwrap();
+        assert_eq!(tool.0.load(Ordering::SeqCst), runs, "{symbol}");
+        assert_eq!(message.status == ToolStatus::Success, runs == 1);
+    }
+}

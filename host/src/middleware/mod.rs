@@ -2,12 +2,14 @@
 //! a chain that composes them (first = outermost).
 
 mod guardrail;
+mod layer;
 
 use std::error::Error;
 use std::future::Future;
 use std::sync::Arc;
 
 pub use guardrail::{denied_message, GuardrailMiddleware, Verdict};
+pub use layer::{GuardrailLayer, GuardrailService};
 
 use crate::provider::{BoxFuture, Interrupt};
 use crate::request::{RequestError, ToolCallRequest, ToolMessage};
