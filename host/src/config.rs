@@ -115,7 +115,7 @@ pub enum ConfigError {
         found: &'static str,
     },
     /// A key or value in the section is wrong.
-    #[error("{origin}: invalid `guardrails` section: {message} (valid keys: enabled, fail_closed, passport, provider {{use, config}})")]
+    #[error("{origin}: invalid `guardrails` section: {message}")]
     Section {
         /// The file.
         origin: String,
@@ -176,8 +176,12 @@ impl LoadedConfig {
             },
             other => return Err(ConfigError::NotAMapping { origin: name, found: json_type(&other) }),
         };
-        let mut guardrails: GuardrailsConfig = serde_json::from_value(section)
-            .map_err(|e| ConfigError::Section { origin: name.clone(), message: e.to_string() })?;
+        let mut guardrails: GuardrailsConfig = serde_path_to_error::deserialize(section).map_err(|e| {
+            let path = e.path().to_string();
+            let message =
+                if path == "." { e.inner().to_string() } else { format!("`{path}`: {}", e.inner()) };
+            ConfigError::Section { origin: name.clone(), message }
+        })?;
         if let Some(provider) = guardrails.provider.as_mut() {
             for (key, value) in provider.config.iter_mut() {
                 resolve_env(value, key, &lookup).map_err(|(key, var)| ConfigError::MissingEnvVar {

@@ -47,6 +47,8 @@
 //! - [`request`]: tool calls, tool messages, requests and decisions.
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
+// `unsafe` is allowed in one module only: `loader`.
+#![deny(unsafe_code)]
 
 pub mod audit;
 pub mod config;

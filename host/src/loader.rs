@@ -15,6 +15,8 @@
 //! a few megabytes per distinct library is the price, as in `abi_stable`'s
 //! own loader.
 
+#![allow(unsafe_code)]
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};

@@ -164,12 +164,6 @@ extern "C" fn accepted_keys_shim<P: Provider>() -> RVec<RString> {
         .unwrap_or_default()
 }
 
-/// Builds a provider in-process, without going through a library: what the
-/// host does for built-in providers, and what provider unit tests can use.
-pub fn construct_in_process<P: Provider>(config: &serde_json::Value) -> Result<ProviderBox, ProviderError> {
-    construct::<P>(RStr::from_str(&config.to_string())).into_result()
-}
-
 /// Holds the static factory of `P`.
 struct FactoryOf<P>(PhantomData<P>);
 
@@ -206,7 +200,7 @@ impl ProviderDescriptor {
 
 /// Exports a [`Provider`] under a symbol, in one line.
 ///
-/// ```ignore
+/// ```text
 /// guardhost_abi::export_provider!(MyGuardrailProvider, MyProvider);
 /// ```
 ///

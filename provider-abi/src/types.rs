@@ -94,6 +94,11 @@ impl<'a> Request<'a> {
         serde_json::from_str(self.authz_attributes_json.as_str())
     }
 
+    /// When the request was built (UTC, RFC 3339).
+    pub fn timestamp(&self) -> &'a str {
+        self.timestamp.as_str()
+    }
+
     /// The configured passport, if any.
     pub fn agent_id(&self) -> Option<&'a str> {
         opt(self.agent_id)

@@ -69,7 +69,12 @@ fn a_whole_config_without_the_section_means_defaults() {
 #[test]
 fn unknown_keys_in_the_section_are_named() {
     let err = parse("guardrails:\n  enabled: true\n  fail_open: true\n").unwrap_err().to_string();
-    assert!(err.contains("unknown field `fail_open`"), "{err}");
+    assert!(
+        err.contains(
+            "unknown field `fail_open`, expected one of `enabled`, `fail_closed`, `passport`, `provider`"
+        ),
+        "{err}"
+    );
     let err = parse("guardrails:\n  provider: {use: x, settings: {}}\n").unwrap_err().to_string();
     assert!(err.contains("unknown field `settings`"), "{err}");
     // A section file with a typo next to a real key is still a section file.
@@ -80,7 +85,9 @@ fn unknown_keys_in_the_section_are_named() {
 #[test]
 fn wrong_types_and_missing_use_are_explained() {
     let err = parse("guardrails:\n  enabled: yes please\n").unwrap_err().to_string();
-    assert!(err.contains("invalid type") && err.contains("boolean"), "{err}");
+    assert!(err.ends_with("invalid `guardrails` section: `enabled`: invalid type: string \"yes please\", expected a boolean"), "{err}");
+    let err = parse("guardrails:\n  provider: {use: x.so:Y, config: [a]}\n").unwrap_err().to_string();
+    assert!(err.contains("`provider.config`: invalid type: sequence, expected a map"), "{err}");
     let err = parse("guardrails:\n  provider: {config: {}}\n").unwrap_err().to_string();
     assert!(err.contains("missing field `use`"), "{err}");
     let err = parse("- a\n- b\n").unwrap_err().to_string();
