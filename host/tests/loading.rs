@@ -337,3 +337,36 @@ fn env_var_secrets_reach_the_constructor() {
     assert_eq!(config.guardrails.provider.as_ref().unwrap().config["api_key"], Value::from("s3cret"));
     assert!(install(&config).unwrap().is_some());
 }
+
+/// Builds the scripted test providers for real with `panic = "abort"` (in a
+/// target directory of its own, so the normal build is left alone) and
+/// checks that the host refuses the result.
+#[test]
+fn a_library_really_built_with_panic_abort_is_refused() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let target = root.join("target").join("panic-abort");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = std::process::Command::new(cargo)
+        .current_dir(root)
+        .args([
+            "rustc",
+            "--offline",
+            "-q",
+            "-p",
+            "guardhost-test-providers",
+            "--lib",
+            "--crate-type",
+            "cdylib",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .args(["--", "-C", "panic=abort"])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the panic=abort variant failed");
+    let file =
+        format!("{}guardhost_test_providers{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let path = target.join("debug").join(file);
+    let (error, text) = load_error(&format!("{}:AllowAllProvider", path.display()));
+    assert_eq!(kind(&error), &LoadErrorKind::PanicAbort, "{text}");
+}
