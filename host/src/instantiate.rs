@@ -10,7 +10,7 @@ use guardhost_abi::{ProviderDescriptor, ProviderFactoryRef};
 use serde_json::{Map, Value};
 
 use crate::config::ProviderSpec;
-use crate::loader::{self, LoadError};
+use crate::loader::{self, LoadError, LoadErrorKind};
 use crate::provider::{AbiProvider, GuardrailProvider};
 use crate::resolve::{self, MalformedUse, UseTarget};
 
@@ -102,6 +102,15 @@ pub enum BuildError {
     /// The library could not be loaded.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// `use:` names a Python module (`package.module:Class`) and no such
+    /// library file exists.
+    #[error("`use: {value}` looks like a Python module path; guardhost loads providers from dynamic libraries, so write `path/to/libfoo.so:Symbol` (or `builtin:AllowlistProvider`); no library was found at {tried}")]
+    PythonModulePath {
+        /// The `use:` value.
+        value: String,
+        /// The paths tried.
+        tried: String,
+    },
     /// `provider.config` has a key the constructor does not take.
     #[error("provider '{provider}' does not accept config key `{key}`; it accepts: {accepted}")]
     UnknownKey {
@@ -136,7 +145,15 @@ pub fn instantiate(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvide
         }
         UseTarget::Library { path, symbol } => {
             let candidates = resolve::library_candidates(&path, base_dir);
-            let (path, descriptor) = loader::load(&candidates, &symbol)?;
+            let (path, descriptor) = loader::load(&candidates, &symbol).map_err(|error| {
+                match (&error.kind, resolve::looks_like_python_module(&path)) {
+                    (LoadErrorKind::NotFound { tried }, true) => BuildError::PythonModulePath {
+                        value: spec.use_.clone(),
+                        tried: tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                    },
+                    _ => BuildError::Load(error),
+                }
+            })?;
             (descriptor, ProviderSource::Library { path, symbol })
         }
     };
@@ -150,8 +167,12 @@ fn construct(
 ) -> Result<LoadedProvider, BuildError> {
     let factory: ProviderFactoryRef = descriptor.factory;
     let name = factory.name().as_str().to_owned();
-    let accepted_keys: Vec<String> =
-        (factory.accepted_keys())().into_iter().map(|k| k.into_string()).collect();
+    let accepted_keys: Vec<String> = match (factory.accepted_keys())() {
+        RResult::ROk(keys) => keys.into_iter().map(|k| k.into_string()).collect(),
+        RResult::RErr(error) => {
+            return Err(BuildError::Constructor { provider: name, message: error.to_string() });
+        }
+    };
     let accepts_extra_keys = factory.accepts_extra_keys();
 
     if !accepts_extra_keys {

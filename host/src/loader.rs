@@ -40,10 +40,12 @@ pub enum LoadErrorKind {
         reason: String,
     },
     /// The library has no such symbol.
-    #[error("the library exports no symbol `{symbol}`; check the name after the colon (it is case-sensitive) and that the provider is exported with `export_provider!`")]
+    #[error("the library exports no symbol `{symbol}` ({reason}); check the name after the colon (it is case-sensitive) and that the provider is exported with `export_provider!`")]
     SymbolMissing {
         /// The symbol.
         symbol: String,
+        /// The OS loader's message.
+        reason: String,
     },
     /// The symbol is not a guardhost provider descriptor.
     #[error("symbol `{symbol}` is not a guardhost provider descriptor (its first bytes are not the descriptor magic); export providers with `guardhost_abi::export_provider!`")]
@@ -101,7 +103,7 @@ pub fn load(
     candidates: &[PathBuf],
     symbol: &str,
 ) -> Result<(PathBuf, &'static ProviderDescriptor), LoadError> {
-    let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+    let Some(path) = candidates.iter().find(|p| p.exists()) else {
         let shown = candidates.first().cloned().unwrap_or_default();
         return Err(LoadError {
             path: shown,
@@ -111,6 +113,11 @@ pub fn load(
     };
     let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
     let fail = |kind| LoadError { path: canonical.clone(), symbol: symbol.to_owned(), kind };
+    if !canonical.is_file() {
+        return Err(fail(LoadErrorKind::NotLoadable {
+            reason: "it is a directory, not a library file".into(),
+        }));
+    }
     let library = open(&canonical).map_err(fail)?;
     let descriptor = find_descriptor(library, symbol).map_err(fail)?;
     Ok((canonical, descriptor))
@@ -133,8 +140,9 @@ fn open_library(path: &Path) -> Result<libloading::Library, libloading::Error> {
     use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
     // SAFETY: loading a library runs its initialisers (ELF constructors).
     // Running code from the library the operator configured is the purpose of
-    // this host; the path is absolute, so the loader's search path is never
-    // consulted. RTLD_NOW resolves every symbol now, so a library with missing
+    // this host; the path is absolute, so the loader's search path is not used
+    // to find the library itself (only, as always, its own dependencies).
+    // RTLD_NOW resolves every symbol now, so a library with missing
     // dependencies fails here with the loader's reason rather than later in a
     // call; RTLD_LOCAL keeps its symbols out of other libraries' way.
     let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }?;
@@ -168,10 +176,13 @@ fn find_descriptor(
     // pointer, never a function we would call), so no type confusion can
     // happen in `get` itself.
     let address = unsafe { library.get::<*const u8>(symbol.as_bytes()) }
-        .map_err(|_| LoadErrorKind::SymbolMissing { symbol: symbol.to_owned() })?;
+        .map_err(|e| LoadErrorKind::SymbolMissing { symbol: symbol.to_owned(), reason: os_reason(&e) })?;
     let address: *const u8 = *address;
     if address.is_null() {
-        return Err(LoadErrorKind::SymbolMissing { symbol: symbol.to_owned() });
+        return Err(LoadErrorKind::SymbolMissing {
+            symbol: symbol.to_owned(),
+            reason: "its address is null".into(),
+        });
     }
     // SAFETY: the symbol is exported by a mapped library, so its first bytes
     // are mapped memory (code or data). We read only the fixed-size header,

@@ -172,7 +172,13 @@ fn failure(error: ProviderError) -> ProviderFailure {
     match error.kind {
         ErrorKind::INTERRUPT => ProviderFailure::Interrupt(Interrupt {
             message: error.message.into_string(),
-            payload: serde_json::from_str(&error.payload_json).unwrap_or(Value::Null),
+            payload: if error.payload_json.is_empty() {
+                Value::Null
+            } else {
+                // A payload that is not JSON is kept, as text.
+                serde_json::from_str(&error.payload_json)
+                    .unwrap_or_else(|_| Value::String(error.payload_json.to_string()))
+            },
         }),
         kind => ProviderFailure::Error { message: error.to_string(), panicked: kind == ErrorKind::PANIC },
     }

@@ -94,6 +94,16 @@ pub fn library_candidates(path: &Path, base_dir: &Path) -> Vec<PathBuf> {
     candidates
 }
 
+/// Whether a path is more likely a Python module (`package.module`) than a
+/// file: dotted, no directory separator, no library suffix.
+pub fn looks_like_python_module(path: &Path) -> bool {
+    let s = path.to_string_lossy();
+    s.contains('.')
+        && !s.contains(['/', '\\'])
+        && !SUFFIXES.iter().any(|suffix| s.ends_with(suffix))
+        && s.split('.').all(is_identifier)
+}
+
 /// `C:\...` or `C:/...`: absolute on Windows, even when this host is not.
 fn has_drive_letter(path: &Path) -> bool {
     let s = path.to_string_lossy();
@@ -167,6 +177,15 @@ mod tests {
             );
         }
         assert_eq!(c.last().unwrap(), &PathBuf::from("/cfg/plugins/foo"));
+    }
+
+    #[test]
+    fn python_module_paths_are_recognised() {
+        assert!(looks_like_python_module(Path::new("aport_guardrails.providers.generic")));
+        assert!(looks_like_python_module(Path::new("my_package.guardrail")));
+        for not in ["plugins/foo", "libfoo.so", "foo", "./foo.bar", "a..b", "1x.y"] {
+            assert!(!looks_like_python_module(Path::new(not)), "{not}");
+        }
     }
 
     #[test]

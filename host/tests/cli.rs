@@ -388,13 +388,23 @@ fn run_answers_an_interrupt_and_exits_3() {
     let config = test_provider(dir.path(), "InterruptingProvider");
     let out = guardhost(
         &["run", "--config", config.to_str().unwrap()],
-        Some(b"{\"name\":\"bash\",\"id\":\"x\"}\n"),
+        Some(b"{\"name\":\"bash\",\"id\":\"x\"}\n{\"name\":\"ls\"}\n"),
     );
     assert_eq!(out.status.code(), Some(3));
     let lines = json_lines(&out);
-    assert_eq!(lines.len(), 1);
-    assert!(lines[0]["content"].as_str().unwrap().contains("interrupt"));
-    assert_eq!(lines[0]["tool_call_id"], json!("x"));
+    assert_eq!(lines.len(), 2, "processing goes on after an interrupt");
+    assert_eq!(
+        lines[0],
+        json!({"type": "interrupt", "line": 1, "tool_call_id": "x", "name": "bash",
+               "message": "human approval required", "payload": {"tool": "bash"}})
+    );
+    assert_eq!(lines[1]["type"], json!("interrupt"));
+    assert!(stderr(&out).contains("line 1: the provider raised an interrupt: human approval required"));
+    assert!(
+        stderr(&out).contains("2 lines: 0 allowed, 0 denied, 0 errors, 2 interrupts"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -417,5 +427,21 @@ fn the_shipped_example_config_and_calls_work() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let out = guardhost(&["run", "--input", root.join("examples/calls.jsonl").to_str().unwrap()], None);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(!json_lines(&out).is_empty());
+    let status: Vec<Value> = json_lines(&out).iter().map(|l| l["status"].clone()).collect();
+    // The embedded default denies bash and write_file, and allows the rest.
+    assert_eq!(status, ["success", "error", "success", "error", "success", "success"]);
+    assert!(stderr(&out).contains("6 lines: 4 allowed, 2 denied, 0 errors"));
+}
+
+#[test]
+fn help_states_the_embedded_default_policy() {
+    // Compare with white space folded: clap wraps help to the terminal.
+    let help =
+        |args: &[&str]| stdout(&guardhost(args, None)).split_whitespace().collect::<Vec<_>>().join(" ");
+    let top = help(&["--help"]);
+    assert!(top.contains("denying the tools `bash`, `write_file` and `str_replace`"), "{top}");
+    for command in ["check", "eval", "run"] {
+        let text = help(&[command, "--help"]);
+        assert!(text.contains("denying bash, write_file and str_replace"), "{command}: {text}");
+    }
 }

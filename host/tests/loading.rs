@@ -71,9 +71,45 @@ fn a_file_that_is_not_a_library_shows_the_loaders_reason() {
 }
 
 #[test]
+fn a_directory_is_not_a_library() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("libdir.so")).unwrap();
+    let spec = ProviderSpec { use_: "libdir.so:P".into(), config: Map::new() };
+    let error = instantiate(&spec, dir.path()).unwrap_err();
+    assert_eq!(
+        kind(&error),
+        &LoadErrorKind::NotLoadable { reason: "it is a directory, not a library file".into() }
+    );
+}
+
+#[test]
+fn a_python_class_path_gets_a_hint() {
+    let (error, text) = load_error("aport_guardrails.providers.generic:OAPGuardrailProvider");
+    assert!(matches!(error, BuildError::PythonModulePath { .. }));
+    assert!(
+        text.starts_with(
+            "`use: aport_guardrails.providers.generic:OAPGuardrailProvider` looks like a Python module path;"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("no library was found at /libaport_guardrails.providers.generic.so, "), "{text}");
+}
+
+#[test]
+fn a_panic_while_listing_keys_is_an_error() {
+    let e = try_load(&use_of("guardhost_test_providers", "PanickingKeysProvider"), Map::new()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "provider 'panicking-keys' rejected its config: provider panicked: accepted_keys: keys boom"
+    );
+}
+
+#[test]
 fn a_missing_symbol_is_named() {
     let (error, text) = load_error(&use_of("guardhost_allowlist", "NoSuchProvider"));
-    assert_eq!(kind(&error), &LoadErrorKind::SymbolMissing { symbol: "NoSuchProvider".into() });
+    let LoadErrorKind::SymbolMissing { symbol, reason } = kind(&error) else { panic!("{error:?}") };
+    assert_eq!(symbol, "NoSuchProvider");
+    assert!(reason.contains("NoSuchProvider"), "the loader's own reason is kept: {reason}");
     assert!(text.contains("exports no symbol `NoSuchProvider`"), "{text}");
 }
 
@@ -327,15 +363,21 @@ fn install_applies_fail_closed_and_passport() {
 #[test]
 fn env_var_secrets_reach_the_constructor() {
     let yaml = format!(
-        "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    config:\n      api_key: $GUARDHOST_TEST_SECRET\n",
-        use_of("blocked_prefixes", "MyGuardrailProvider")
+        "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    config:\n      api_key: $GUARDHOST_TEST_SECRET\n      nested: [{{token: '${{GUARDHOST_TEST_SECRET}}'}}]\n",
+        use_of("guardhost_test_providers", "EchoConfigProvider")
     );
     let config = LoadedConfig::from_yaml(&yaml, "/".into(), ConfigOrigin::Embedded, |name| {
         (name == "GUARDHOST_TEST_SECRET").then(|| "s3cret".to_owned())
     })
     .unwrap();
-    assert_eq!(config.guardrails.provider.as_ref().unwrap().config["api_key"], Value::from("s3cret"));
-    assert!(install(&config).unwrap().is_some());
+    let guardrail = install(&config).unwrap().unwrap();
+    // A map config: any key is accepted, none is declared, framework is injected.
+    assert!(guardrail.info.accepted_keys.is_empty() && guardrail.info.accepts_extra_keys);
+    let verdict = guardrail.middleware.check(&ToolCallRequest::new("ls", Map::new())).unwrap();
+    assert_eq!(
+        Value::Object(verdict.decision.metadata),
+        json!({"api_key": "s3cret", "nested": [{"token": "s3cret"}], "framework": "deerflow"})
+    );
 }
 
 /// Builds the scripted test providers for real with `panic = "abort"` (in a

@@ -3,13 +3,14 @@
 
 mod support;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use guardhost::{
-    async_handler, AuditAction, AuditError, AuditEvent, AuditSink, GuardrailMiddleware, MemoryAuditSink,
-    MiddlewareChain, SyncHandler, ToolCall, ToolCallError, ToolCallMiddleware, ToolCallRequest, ToolMessage,
-    ToolResult, ToolStatus,
+    async_handler, AuditAction, AuditEvent, GuardrailMiddleware, MemoryAuditSink, MiddlewareChain,
+    SyncHandler, ToolCall, ToolCallError, ToolCallMiddleware, ToolCallRequest, ToolMessage, ToolResult,
+    ToolStatus,
 };
 use serde_json::{json, Value};
 use support::{middleware, object};
@@ -265,6 +266,7 @@ fn provider_errors_are_audited_fail_closed_and_fail_open() {
         assert_eq!(open[0].action, AuditAction::AllowToolCallAfterProviderError);
         let c = &open[0].changes;
         assert!(c.allow && !c.fail_closed && c.provider_error);
+        assert_eq!(c.reason_codes, ["oap.evaluator_error"]);
         assert_eq!(c.reason_messages, ["guardrail provider error (fail-open)"]);
     }
 }
@@ -277,75 +279,47 @@ fn a_plain_allow_is_not_audited() {
 }
 
 #[test]
+fn audited_reason_messages_are_cut_to_500_characters_and_empty_ones_dropped() {
+    for path in PATHS {
+        let events = audited("LongReasonProvider", true, bash_call(), path);
+        let c = &events[0].changes;
+        assert_eq!(c.reason_codes, ["test.long"], "empty codes are left out");
+        assert_eq!(c.reason_messages, ["é".repeat(500)], "cut at 500 characters, not bytes");
+    }
+}
+
+#[test]
 fn an_empty_reason_list_is_audited_with_empty_lists() {
     let events = audited("EmptyReasonsProvider", true, bash_call(), Path::Sync);
     assert!(events[0].changes.reason_codes.is_empty() && events[0].changes.reason_messages.is_empty());
 }
 
-struct FailingSink;
-impl AuditSink for FailingSink {
-    fn record(&self, _: &AuditEvent) -> Result<(), AuditError> {
-        Err("journal is down".into())
-    }
-}
-
-/// Collects what `tracing` writes.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-impl Logs {
-    fn capture(f: impl FnOnce()) -> String {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        let subscriber =
-            tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
-        tracing::subscriber::with_default(subscriber, f);
-        let bytes = logs.0.lock().unwrap().clone();
-        String::from_utf8(bytes).unwrap()
-    }
+#[test]
+fn a_panic_before_the_async_future_exists_fails_closed() {
+    let (result, calls) = run(&middleware("PanicBeforeFutureProvider"), bash_call(), Path::Async);
+    assert!(result.unwrap().content.contains("(oap.evaluator_error)"));
+    assert_eq!(calls, 0);
 }
 
 #[test]
-fn a_failing_audit_sink_leaves_the_denial_intact_and_warns() {
+fn panics_in_drop_are_contained() {
     for path in PATHS {
-        let mut outcome = None;
-        let logs = Logs::capture(|| {
-            let mw = middleware("DenyAllProvider").with_audit_sink(Arc::new(FailingSink));
-            outcome = Some(run(&mw, bash_call(), path));
-        });
-        let (result, calls) = outcome.unwrap();
-        let reference = run(&middleware("DenyAllProvider"), bash_call(), path).0.unwrap();
-        assert_eq!(result.unwrap(), reference);
-        assert_eq!(calls, 0);
-        assert!(logs.contains("Failed to record middleware:guardrail event"), "{logs}");
-        assert!(logs.contains("journal is down"), "{logs}");
+        // The future (async path) panics when dropped after completing.
+        let (result, calls) = run(&middleware("DropPanickingProvider"), bash_call(), path);
+        assert_eq!(result.unwrap().status, ToolStatus::Success, "{path:?}");
+        assert_eq!(calls, 1);
     }
-}
-
-#[test]
-fn a_denial_logs_a_warning_with_tool_policy_and_code() {
-    let logs = Logs::capture(|| {
-        let _ = middleware("DenyAllProvider").check(&bash_call());
-    });
-    assert!(logs.contains("WARN"), "{logs}");
-    assert!(logs.contains("Guardrail denied: tool=bash policy=test-policy code=test.denied"), "{logs}");
-}
-
-#[test]
-fn a_provider_error_is_logged_with_its_message() {
-    let logs = Logs::capture(|| {
-        let _ = middleware("PanickingProvider").check(&bash_call());
-    });
-    assert!(logs.contains("Guardrail provider error (sync)"), "{logs}");
-    assert!(logs.contains("provider panicked: evaluate: boom on bash"), "{logs}");
+    // A future dropped before it completes (a cancelled call).
+    let mw = middleware("DropPanickingProvider");
+    let call = bash_call();
+    let mut future = Box::pin(mw.acheck(&call));
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    assert!(future.as_mut().poll(&mut cx).is_pending());
+    drop(future);
+    // The provider itself panics when dropped.
+    drop(mw);
+    assert!(middleware("AllowAllProvider").check(&bash_call()).unwrap().allowed(), "the host still works");
 }
 
 #[test]

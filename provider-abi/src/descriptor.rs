@@ -72,7 +72,7 @@ pub struct ProviderFactory {
     /// twin of Python's `**kwargs`).
     pub accepts_extra_keys: bool,
     /// The config keys the constructor accepts by name.
-    pub accepted_keys: extern "C" fn() -> RVec<RString>,
+    pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
     /// Builds a provider from its config, a JSON object as text.
     #[sabi(last_prefix_field)]
     pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,

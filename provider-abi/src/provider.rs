@@ -92,6 +92,13 @@ struct CatchUnwind<'a> {
     inner: Option<AuthorFuture<'a>>,
 }
 
+/// Drops `value`, swallowing a panic in its `Drop` (the panic hook has
+/// already reported it): unwinding out of a drop here would cross the
+/// boundary.
+fn drop_contained<T>(value: T) {
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(value)));
+}
+
 impl Future for CatchUnwind<'_> {
     type Output = EvalResult;
 
@@ -101,26 +108,40 @@ impl Future for CatchUnwind<'_> {
                 "provider future polled after completion",
             )));
         };
-        match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(result)) => {
-                self.inner = None;
-                Poll::Ready(result.into())
-            }
+        let result = match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(result)) => result.into(),
             Err(payload) => {
-                self.inner = None;
-                Poll::Ready(RResult::RErr(ProviderError::panic(format!(
-                    "aevaluate: {}",
-                    panic_message(&*payload)
-                ))))
+                RResult::RErr(ProviderError::panic(format!("aevaluate: {}", panic_message(&*payload))))
             }
-        }
+        };
+        drop_contained(self.inner.take());
+        Poll::Ready(result)
+    }
+}
+
+impl Drop for CatchUnwind<'_> {
+    /// A future dropped before completion (a cancelled call).
+    fn drop(&mut self) {
+        drop_contained(self.inner.take());
     }
 }
 
 /// The [`ProviderObject`] implementation the export macro installs around a
-/// [`Provider`].
-struct Exported<P>(P);
+/// [`Provider`]. The provider is only `None` while being dropped.
+struct Exported<P>(Option<P>);
+
+impl<P> Exported<P> {
+    fn provider(&self) -> Result<&P, ProviderError> {
+        self.0.as_ref().ok_or_else(|| ProviderError::error("provider used while being dropped"))
+    }
+}
+
+impl<P> Drop for Exported<P> {
+    fn drop(&mut self) {
+        drop_contained(self.0.take());
+    }
+}
 
 impl<P: Provider> ProviderObject for Exported<P> {
     fn name(&self) -> RStr<'_> {
@@ -128,17 +149,17 @@ impl<P: Provider> ProviderObject for Exported<P> {
     }
 
     fn evaluate(&self, request: &Request<'_>) -> EvalResult {
-        guard("evaluate", || self.0.evaluate(request))
+        guard("evaluate", || self.provider()?.evaluate(request))
     }
 
     fn aevaluate<'a>(&'a self, request: Request<'a>) -> BorrowingFfiFuture<'a, EvalResult> {
-        match catch_unwind(AssertUnwindSafe(|| self.0.aevaluate(request))) {
-            Ok(future) => CatchUnwind { inner: Some(Box::pin(future)) }.into_ffi(),
-            Err(payload) => {
-                let error = ProviderError::panic(format!("aevaluate: {}", panic_message(&*payload)));
-                std::future::ready(RResult::RErr(error)).into_ffi()
-            }
-        }
+        let started = catch_unwind(AssertUnwindSafe(|| self.provider().map(|p| p.aevaluate(request))));
+        let error = match started {
+            Ok(Ok(future)) => return CatchUnwind { inner: Some(Box::pin(future)) }.into_ffi(),
+            Ok(Err(error)) => error,
+            Err(payload) => ProviderError::panic(format!("aevaluate: {}", panic_message(&*payload))),
+        };
+        std::future::ready(RResult::RErr(error)).into_ffi()
     }
 }
 
@@ -150,7 +171,7 @@ fn construct<P: Provider>(config_json: RStr<'_>) -> RResult<ProviderBox, Provide
         let config: P::Config = serde_json::from_value(config)
             .map_err(|e| ProviderError::error(format!("invalid config for provider '{}': {e}", P::NAME)))?;
         let provider = P::new(config)?;
-        Ok(ProviderObject_TO::from_value(Exported(provider), TD_Opaque))
+        Ok(ProviderObject_TO::from_value(Exported(Some(provider)), TD_Opaque))
     })
 }
 
@@ -158,10 +179,8 @@ extern "C" fn construct_shim<P: Provider>(config_json: RStr<'_>) -> RResult<Prov
     construct::<P>(config_json)
 }
 
-extern "C" fn accepted_keys_shim<P: Provider>() -> RVec<RString> {
-    catch_unwind(P::accepted_keys)
-        .map(|keys| keys.into_iter().map(RString::from).collect())
-        .unwrap_or_default()
+extern "C" fn accepted_keys_shim<P: Provider>() -> RResult<RVec<RString>, ProviderError> {
+    guard("accepted_keys", || Ok(P::accepted_keys().into_iter().map(RString::from).collect()))
 }
 
 /// Holds the static factory of `P`.

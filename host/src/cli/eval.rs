@@ -10,8 +10,7 @@ use super::{load_guardrail, CliError};
 
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
-    /// Config file (default: the embedded default config).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = super::CONFIG_HELP)]
     config: Option<PathBuf>,
     /// The tool's name.
     #[arg(long, value_name = "NAME")]

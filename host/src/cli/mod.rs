@@ -21,6 +21,11 @@ Exit codes: 0 ok / allowed, 1 denied (eval) or malformed input lines (run),
 Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`) to change
 how much (default `warn`: every denial is logged).";
 
+/// The help text of every `--config`.
+pub const CONFIG_HELP: &str = "A DeerFlow-style config.yaml (its `guardrails:` section is used) or a file \
+whose top level is that section. Default: the embedded default config: the built-in allowlist, \
+enabled, fail-closed, denying bash, write_file and str_replace";
+
 /// guardhost: decides, before each tool call an agent makes, whether it may run.
 #[derive(Debug, Parser)]
 #[command(name = "guardhost", version, about, after_help = AFTER_HELP)]
@@ -33,14 +38,15 @@ struct Cli {
 enum Command {
     /// Load, resolve and construct the configured provider, and describe it.
     Check {
-        /// A DeerFlow-style config.yaml, or a file whose top level is the
-        /// `guardrails:` section. Default: the embedded default config.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
         config: Option<PathBuf>,
     },
     /// Run one tool call through the guardrail and print the outcome as JSON.
     Eval(eval::EvalArgs),
-    /// Read tool calls as JSON lines and answer each with a tool message line.
+    /// Read tool calls as JSON lines and answer each with one JSON line, in
+    /// order: a tool message (allowed: a dry run; denied or malformed: an
+    /// error message), or {"type": "interrupt", ...} when the provider raised
+    /// an interrupt.
     Run(run::RunArgs),
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use guardhost::{
     GuardrailMiddleware, JsonlAuditSink, ToolCall, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::eval::dry_run;
@@ -18,8 +18,7 @@ use super::{load_guardrail, CliError};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Config file (default: the embedded default config).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = super::CONFIG_HELP)]
     config: Option<PathBuf>,
     /// Read tool calls from FILE instead of stdin; one JSON object a line:
     /// {"name": ..., "args": {...}, "id": ..., "context": {...}}.
@@ -88,18 +87,41 @@ fn parse_line(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessage>
     })
 }
 
+/// What one input line is answered with.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Answer {
+    /// The tool message the agent would read.
+    Message(ToolMessage),
+    /// The provider raised a control-flow signal: not a decision, so not a
+    /// tool message either.
+    Interrupt(InterruptLine),
+}
+
+/// `{"type": "interrupt", ...}`: the line, the call, and what the provider said.
+#[derive(Debug, Serialize)]
+struct InterruptLine {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    line: u64,
+    tool_call_id: Option<String>,
+    name: Option<String>,
+    message: String,
+    payload: Value,
+}
+
 /// Answers one parsed call.
 fn answer(
     middleware: Option<&GuardrailMiddleware>,
     number: u64,
     call: ToolCallRequest,
     counts: &mut Counts,
-) -> ToolMessage {
+) -> Answer {
     let Some(middleware) = middleware else {
         counts.allowed += 1;
-        return dry_run(&call.tool_call);
+        return Answer::Message(dry_run(&call.tool_call));
     };
-    let raw = serde_json::json!({"id": call.tool_call.id, "name": call.tool_call.name});
+    let (tool_call_id, name) = (call.tool_call.id.clone(), call.tool_call.name.clone());
     match middleware.call_with_verdict(call, &|call| Ok(dry_run(&call.tool_call))) {
         Ok((verdict, message)) => {
             if verdict.allowed() {
@@ -107,20 +129,24 @@ fn answer(
             } else {
                 counts.denied += 1;
             }
-            message
+            Answer::Message(message)
         }
         Err(ToolCallError::Interrupt(interrupt)) => {
             counts.interrupts += 1;
-            let mut message = line_error(number, "", Some(&raw));
-            message.content = format!(
-                "guardhost: line {number}: the provider raised an interrupt (a control-flow signal, not a decision): {}; payload: {}",
-                interrupt.message, interrupt.payload
-            );
-            message
+            eprintln!("guardhost: line {number}: the provider raised an interrupt: {}", interrupt.message);
+            Answer::Interrupt(InterruptLine {
+                kind: "interrupt",
+                line: number,
+                tool_call_id,
+                name,
+                message: interrupt.message,
+                payload: interrupt.payload,
+            })
         }
         Err(error) => {
             counts.errors += 1;
-            line_error(number, &error.to_string(), Some(&raw))
+            let raw = serde_json::json!({"id": tool_call_id, "name": name});
+            Answer::Message(line_error(number, &error.to_string(), Some(&raw)))
         }
     }
 }
@@ -174,7 +200,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
             Ok(call) => answer(middleware.as_ref(), number, call, &mut counts),
             Err(message) => {
                 malformed += 1;
-                message
+                Answer::Message(message)
             }
         };
         serde_json::to_writer(&mut out, &message).map_err(|e| write_error(e.into()))?;
