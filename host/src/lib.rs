@@ -40,7 +40,7 @@
 //! - [`config`]: the `guardrails:` section, defaults, `$ENV_VAR` secrets;
 //! - [`resolve`]: parsing `use:` and finding the library file;
 //! - [`loader`]: opening libraries and checking descriptors (all `unsafe`);
-//! - [`instantiate`]: config keys, `framework` injection, construction;
+//! - [`mod@instantiate`]: config keys, `framework` injection, construction;
 //! - [`provider`]: the host's provider trait and the ABI adapter;
 //! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
 //! - [`audit`]: audit events and sinks;

@@ -445,3 +445,34 @@ async fn the_tower_layer_guards_a_service() {
         assert_eq!(message.status == ToolStatus::Success, runs == 1);
     }
 }
+
+/// A provider written directly in Rust, with no library: the middleware only
+/// needs the `GuardrailProvider` trait (as an out-of-process provider will).
+struct NativeProvider;
+impl guardhost::GuardrailProvider for NativeProvider {
+    fn name(&self) -> &str {
+        "native"
+    }
+    fn evaluate(&self, request: &guardhost::GuardrailRequest) -> guardhost::provider::Evaluation {
+        let allow = request.user_role.as_deref() == Some("admin");
+        Ok(guardhost::GuardrailDecision::with_reason(allow, "native.role", "admins only"))
+    }
+    fn aevaluate<'a>(
+        &'a self,
+        request: &'a guardhost::GuardrailRequest,
+    ) -> guardhost::BoxFuture<'a, guardhost::provider::Evaluation> {
+        Box::pin(async move { self.evaluate(request) })
+    }
+}
+
+#[test]
+fn a_native_rust_provider_plugs_into_the_same_middleware() {
+    let mw = GuardrailMiddleware::new(Arc::new(NativeProvider));
+    for path in PATHS {
+        let admin = bash_call().with_context(object(json!({"user_role": "admin"})));
+        assert_eq!(run(&mw, admin, path).0.unwrap().status, ToolStatus::Success);
+        let (result, calls) = run(&mw, bash_call(), path);
+        assert!(result.unwrap().content.contains("(native.role). Reason: admins only."));
+        assert_eq!(calls, 0);
+    }
+}

@@ -63,6 +63,17 @@
 //! into the library. Strings and vectors are `abi_stable`'s `RString` /
 //! `RVec`, freed by the side that allocated them.
 //!
+//! # Versioning
+//!
+//! A library is loaded only by a host with the same [`ABI_MAJOR`]. Within a
+//! major version, minor versions may only append fields to
+//! [`ProviderFactory`] below its last prefix field; a host reads such a field
+//! only when the library is new enough to have it, so a library built
+//! against 1.x loads in every 1.y host. Changing [`Request`], [`Decision`],
+//! [`Reason`], [`ProviderError`] or [`ProviderObject`] is a major change. The
+//! layout check at load time catches a library whose types differ from what
+//! its header claims.
+//!
 //! # Failures
 //!
 //! A provider fails with a [`ProviderError`]: [`ProviderError::error`] (the

@@ -52,13 +52,13 @@ struct Counts {
     interrupts: u64,
 }
 
-/// The answer to a line that is not a usable tool call.
-fn line_error(number: u64, problem: &str, raw: Option<&Value>) -> ToolMessage {
-    let field = |key: &str| raw.and_then(|v| v.get(key)).and_then(Value::as_str).map(str::to_owned);
+/// The answer to a line that is not a usable tool call; the call's id and
+/// name are kept when they could be read.
+fn line_error(number: u64, problem: &str, id: Option<&str>, name: Option<&str>) -> ToolMessage {
     ToolMessage {
         content: format!("guardhost: line {number}: {problem}"),
-        tool_call_id: field("id").unwrap_or_else(|| "missing_id".to_owned()),
-        name: Some(field("name").unwrap_or_else(|| "unknown_tool".to_owned())),
+        tool_call_id: id.unwrap_or("missing_id").to_owned(),
+        name: Some(name.unwrap_or("unknown_tool").to_owned()),
         status: ToolStatus::Error,
     }
 }
@@ -70,17 +70,19 @@ const EXPECTED: &str =
 /// Parses one line into a tool call, or says what is wrong with it.
 fn parse_line(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessage> {
     let text = std::str::from_utf8(bytes)
-        .map_err(|e| line_error(number, &format!("not valid UTF-8 ({e}); {EXPECTED}"), None))?;
+        .map_err(|e| line_error(number, &format!("not valid UTF-8 ({e}); {EXPECTED}"), None, None))?;
     if text.trim().is_empty() {
-        return Err(line_error(number, &format!("empty line; {EXPECTED}"), None));
+        return Err(line_error(number, &format!("empty line; {EXPECTED}"), None, None));
     }
     let value: Value = serde_json::from_str(text)
-        .map_err(|e| line_error(number, &format!("invalid JSON ({e}); {EXPECTED}"), None))?;
+        .map_err(|e| line_error(number, &format!("invalid JSON ({e}); {EXPECTED}"), None, None))?;
     if !value.is_object() {
-        return Err(line_error(number, &format!("not a JSON object; {EXPECTED}"), None));
+        return Err(line_error(number, &format!("not a JSON object; {EXPECTED}"), None, None));
     }
-    let line = Line::deserialize(&value)
-        .map_err(|e| line_error(number, &format!("invalid tool call: {e}; {EXPECTED}"), Some(&value)))?;
+    let line = Line::deserialize(&value).map_err(|e| {
+        let field = |key: &str| value.get(key).and_then(Value::as_str);
+        line_error(number, &format!("invalid tool call: {e}; {EXPECTED}"), field("id"), field("name"))
+    })?;
     Ok(ToolCallRequest {
         tool_call: ToolCall { name: line.name, args: line.args.unwrap_or_default(), id: line.id },
         context: line.context,
@@ -145,8 +147,7 @@ fn answer(
         }
         Err(error) => {
             counts.errors += 1;
-            let raw = serde_json::json!({"id": tool_call_id, "name": name});
-            Answer::Message(line_error(number, &error.to_string(), Some(&raw)))
+            Answer::Message(line_error(number, &error.to_string(), tool_call_id.as_deref(), name.as_deref()))
         }
     }
 }
