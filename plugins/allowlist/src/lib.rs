@@ -8,9 +8,9 @@
 //!
 //! Rules, in order:
 //! 1. `allowed_tools` set (even to `[]`) and the tool not in it → deny,
-//!    `oap.tool_not_allowed`, "tool '<name>' not in allowlist";
+//!    `oap.tool_not_allowed`, `tool '<name>' not in allowlist`;
 //! 2. the tool in `denied_tools` → deny, `oap.tool_not_allowed`,
-//!    "tool '<name>' is denied";
+//!    `tool '<name>' is denied`;
 //! 3. otherwise allow, `oap.allowed`.
 //!
 //! # Example
