@@ -149,7 +149,7 @@ pub fn instantiate(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvide
                 match (&error.kind, resolve::looks_like_python_module(&path)) {
                     (LoadErrorKind::NotFound { tried }, true) => BuildError::PythonModulePath {
                         value: spec.use_.clone(),
-                        tried: tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                        tried: loader::list_paths(tried),
                     },
                     _ => BuildError::Load(error),
                 }

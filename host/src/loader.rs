@@ -74,7 +74,8 @@ pub enum LoadErrorKind {
     },
 }
 
-fn list_paths(paths: &[PathBuf]) -> String {
+/// Paths as a comma-separated list, for messages.
+pub(crate) fn list_paths(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 

@@ -5,6 +5,7 @@
 //! built-in linked statically); an out-of-process provider, or a provider
 //! written directly in Rust by an embedder, implements the same trait.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -89,16 +90,17 @@ impl AbiProvider {
 
 /// The JSON texts a borrowed [`Request`] points into.
 struct JsonTexts {
-    tool_input: String,
-    authz_attributes: String,
+    tool_input: Cow<'static, str>,
+    authz_attributes: Cow<'static, str>,
 }
 
-fn object_text(map: &Map<String, Value>) -> String {
+/// A map as JSON text; an empty one (the common case) costs no allocation.
+fn object_text(map: &Map<String, Value>) -> Cow<'static, str> {
     if map.is_empty() {
-        "{}".to_owned()
+        Cow::Borrowed("{}")
     } else {
         // Serialising a map of JSON values cannot fail.
-        serde_json::to_string(map).unwrap_or_else(|_| "{}".to_owned())
+        Cow::Owned(serde_json::to_string(map).unwrap_or_else(|_| "{}".to_owned()))
     }
 }
 

@@ -185,7 +185,7 @@ fn a_constructor_type_error_names_the_provider() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.starts_with("provider 'allowlist' rejected its config: invalid config for provider 'allowlist': invalid type: string \"bash\", expected a sequence"), "{e}");
+    assert!(e.starts_with("provider 'allowlist' rejected its config: invalid config: invalid type: string \"bash\", expected a sequence"), "{e}");
 }
 
 #[test]

@@ -76,11 +76,16 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// The error for a panic caught in `what`.
+fn caught(what: &str, payload: &(dyn Any + Send)) -> ProviderError {
+    ProviderError::panic(format!("{what}: {}", panic_message(payload)))
+}
+
 /// Runs `f`, turning a panic into a [`ProviderError`] that names `what`.
 fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, ProviderError>) -> RResult<T, ProviderError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result.into(),
-        Err(payload) => RResult::RErr(ProviderError::panic(format!("{what}: {}", panic_message(&*payload)))),
+        Err(payload) => RResult::RErr(caught(what, &*payload)),
     }
 }
 
@@ -111,9 +116,7 @@ impl Future for CatchUnwind<'_> {
         let result = match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(result)) => result.into(),
-            Err(payload) => {
-                RResult::RErr(ProviderError::panic(format!("aevaluate: {}", panic_message(&*payload))))
-            }
+            Err(payload) => RResult::RErr(caught("aevaluate", &*payload)),
         };
         drop_contained(self.inner.take());
         Poll::Ready(result)
@@ -157,26 +160,23 @@ impl<P: Provider> ProviderObject for Exported<P> {
         let error = match started {
             Ok(Ok(future)) => return CatchUnwind { inner: Some(Box::pin(future)) }.into_ffi(),
             Ok(Err(error)) => error,
-            Err(payload) => ProviderError::panic(format!("aevaluate: {}", panic_message(&*payload))),
+            Err(payload) => caught("aevaluate", &*payload),
         };
         std::future::ready(RResult::RErr(error)).into_ffi()
     }
 }
 
 /// Constructs `P` from config JSON text, with panics caught.
-fn construct<P: Provider>(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError> {
+extern "C" fn construct_shim<P: Provider>(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError> {
     guard("constructor", || {
         let config: serde_json::Value = serde_json::from_str(config_json.as_str())
             .map_err(|e| ProviderError::error(format!("config is not valid JSON: {e}")))?;
+        // The host names the provider when it reports this.
         let config: P::Config = serde_json::from_value(config)
-            .map_err(|e| ProviderError::error(format!("invalid config for provider '{}': {e}", P::NAME)))?;
+            .map_err(|e| ProviderError::error(format!("invalid config: {e}")))?;
         let provider = P::new(config)?;
         Ok(ProviderObject_TO::from_value(Exported(Some(provider)), TD_Opaque))
     })
-}
-
-extern "C" fn construct_shim<P: Provider>(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError> {
-    construct::<P>(config_json)
 }
 
 extern "C" fn accepted_keys_shim<P: Provider>() -> RResult<RVec<RString>, ProviderError> {
