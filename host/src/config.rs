@@ -122,6 +122,14 @@ pub enum ConfigError {
         /// serde's message, which names the key.
         message: String,
     },
+    /// A provider config given on its own is not a mapping.
+    #[error("{origin}: a provider config must be a mapping of config keys (what goes under `provider.config:`), found {found}")]
+    ProviderConfigNotAMapping {
+        /// The file, or the flag.
+        origin: String,
+        /// The JSON type found.
+        found: &'static str,
+    },
     /// `provider.config` names an environment variable that is not set.
     #[error("{origin}: `guardrails.provider.config.{key}` is `${var}`, but the environment variable {var} is not set; export it before starting guardhost")]
     MissingEnvVar {
@@ -183,16 +191,54 @@ impl LoadedConfig {
             ConfigError::Section { origin: name.clone(), message }
         })?;
         if let Some(provider) = guardrails.provider.as_mut() {
-            for (key, value) in provider.config.iter_mut() {
-                resolve_env(value, key, &lookup).map_err(|(key, var)| ConfigError::MissingEnvVar {
-                    origin: name.clone(),
-                    key,
-                    var,
-                })?;
-            }
+            resolve_env_vars(&mut provider.config, &name, &lookup)?;
         }
         Ok(LoadedConfig { guardrails, base_dir, origin, section_found })
     }
+}
+
+/// Parses a provider's config on its own (what goes under
+/// `provider.config:`), as YAML or JSON, and resolves `$ENV_VAR` references
+/// as a full config would. `origin` names the source in errors.
+pub fn provider_config_from_yaml(text: &str, origin: &str) -> Result<Map<String, Value>, ConfigError> {
+    let document =
+        yaml::parse(text).map_err(|source| ConfigError::Yaml { origin: origin.to_owned(), source })?;
+    let mut config = match document {
+        Value::Null => Map::new(),
+        Value::Object(map) => map,
+        other => {
+            return Err(ConfigError::ProviderConfigNotAMapping {
+                origin: origin.to_owned(),
+                found: json_type(&other),
+            })
+        }
+    };
+    resolve_env_vars(&mut config, origin, &env_lookup)?;
+    Ok(config)
+}
+
+/// Reads a provider's config on its own from a YAML or JSON file; see
+/// [`provider_config_from_yaml`].
+pub fn provider_config_from_path(path: &Path) -> Result<Map<String, Value>, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+    provider_config_from_yaml(&text, &path.display().to_string())
+}
+
+/// Resolves `$ENV_VAR` strings anywhere in a provider config.
+fn resolve_env_vars(
+    config: &mut Map<String, Value>,
+    origin: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    for (key, value) in config.iter_mut() {
+        resolve_env(value, key, lookup).map_err(|(key, var)| ConfigError::MissingEnvVar {
+            origin: origin.to_owned(),
+            key,
+            var,
+        })?;
+    }
+    Ok(())
 }
 
 fn env_lookup(name: &str) -> Option<String> {

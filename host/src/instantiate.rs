@@ -5,13 +5,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use abi_stable::std_types::{RResult, RStr};
+use abi_stable::std_types::{RResult, RStr, RString};
 use guardhost_abi::{ProviderDescriptor, ProviderFactoryRef};
 use serde_json::{Map, Value};
 
 use crate::config::ProviderSpec;
 use crate::loader::{self, LoadError, LoadErrorKind};
-use crate::provider::{AbiProvider, GuardrailProvider};
+use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, MalformedUse, UseTarget};
 
 /// The key the host injects for providers that accept it.
@@ -67,6 +67,9 @@ pub struct ProviderInfo {
     pub accepts_extra_keys: bool,
     /// Whether the host added `framework: "deerflow"` to its config.
     pub framework_injected: bool,
+    /// Decision-metadata keys the provider declares volatile (may differ
+    /// between evaluations of the same request).
+    pub volatile_metadata_keys: Vec<String>,
 }
 
 /// A constructed provider and what is known about it.
@@ -128,83 +131,149 @@ pub enum BuildError {
         provider: String,
         /// Its message.
         message: String,
+        /// Whether the constructor (or the key listing) panicked rather than
+        /// returning an error.
+        panicked: bool,
     },
 }
 
 /// Resolves, loads, checks and constructs the provider of `spec`. Relative
 /// library paths are resolved against `base_dir`.
 pub fn instantiate(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvider, BuildError> {
-    let (descriptor, source) = match resolve::parse_use(&spec.use_)? {
+    locate(&spec.use_, base_dir)?.construct(&spec.config)
+}
+
+/// Resolves `use:` and loads and checks the library (or finds the
+/// built-in), without constructing anything.
+pub fn locate(use_: &str, base_dir: &Path) -> Result<Descriptor, BuildError> {
+    match resolve::parse_use(use_)? {
         UseTarget::Builtin { symbol } => {
             let found = builtins().into_iter().find(|(name, _)| *name == symbol);
             let Some((_, descriptor)) = found else {
                 let available = builtins().map(|(name, _)| format!("builtin:{name}")).join(", ");
-                return Err(BuildError::UnknownBuiltin { value: spec.use_.clone(), available });
+                return Err(BuildError::UnknownBuiltin { value: use_.to_owned(), available });
             };
-            (descriptor, ProviderSource::Builtin { symbol })
+            Ok(Descriptor { descriptor, source: ProviderSource::Builtin { symbol } })
         }
         UseTarget::Library { path, symbol } => {
             let candidates = resolve::library_candidates(&path, base_dir);
             let (path, descriptor) = loader::load(&candidates, &symbol).map_err(|error| {
                 match (&error.kind, resolve::looks_like_python_module(&path)) {
                     (LoadErrorKind::NotFound { tried }, true) => BuildError::PythonModulePath {
-                        value: spec.use_.clone(),
+                        value: use_.to_owned(),
                         tried: loader::list_paths(tried),
                     },
                     _ => BuildError::Load(error),
                 }
             })?;
-            (descriptor, ProviderSource::Library { path, symbol })
-        }
-    };
-    construct(descriptor, source, &spec.config)
-}
-
-fn construct(
-    descriptor: &'static ProviderDescriptor,
-    source: ProviderSource,
-    config: &Map<String, Value>,
-) -> Result<LoadedProvider, BuildError> {
-    let factory: ProviderFactoryRef = descriptor.factory;
-    let name = factory.name().as_str().to_owned();
-    let accepted_keys: Vec<String> = match (factory.accepted_keys())() {
-        RResult::ROk(keys) => keys.into_iter().map(|k| k.into_string()).collect(),
-        RResult::RErr(error) => {
-            return Err(BuildError::Constructor { provider: name, message: error.to_string() });
-        }
-    };
-    let accepts_extra_keys = factory.accepts_extra_keys();
-
-    if !accepts_extra_keys {
-        if let Some(key) = config.keys().find(|k| !accepted_keys.contains(k)) {
-            let accepted =
-                if accepted_keys.is_empty() { "no keys at all".to_owned() } else { accepted_keys.join(", ") };
-            return Err(BuildError::UnknownKey { provider: name, key: key.clone(), accepted });
+            Ok(Descriptor { descriptor, source: ProviderSource::Library { path, symbol } })
         }
     }
-    let framework_injected = !config.contains_key(FRAMEWORK_KEY)
-        && (accepts_extra_keys || accepted_keys.iter().any(|k| k == FRAMEWORK_KEY));
-    let json = if framework_injected {
-        let mut with_framework = config.clone();
-        with_framework.insert(FRAMEWORK_KEY.to_owned(), Value::from(FRAMEWORK_VALUE));
-        Value::Object(with_framework).to_string()
-    } else {
-        Value::Object(config.clone()).to_string()
-    };
-    let object = match (factory.construct())(RStr::from_str(&json)) {
-        RResult::ROk(object) => object,
-        RResult::RErr(error) => {
-            return Err(BuildError::Constructor { provider: name, message: error.to_string() })
+}
+
+/// A provider's descriptor, found and checked (magic, ABI version, layout),
+/// and not yet constructed.
+#[derive(Clone)]
+pub struct Descriptor {
+    descriptor: &'static ProviderDescriptor,
+    /// Where it came from.
+    pub source: ProviderSource,
+}
+
+impl fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Descriptor").field("name", &self.name()).field("source", &self.source).finish()
+    }
+}
+
+impl Descriptor {
+    fn factory(&self) -> ProviderFactoryRef {
+        self.descriptor.factory
+    }
+
+    /// The provider's name.
+    pub fn name(&self) -> &'static str {
+        self.factory().name().as_str()
+    }
+
+    /// The ABI (major, minor) the library was built against.
+    pub fn abi_version(&self) -> (u16, u16) {
+        (self.descriptor.header.abi_major, self.descriptor.header.abi_minor)
+    }
+
+    /// Whether the constructor accepts keys beyond [`Descriptor::accepted_keys`].
+    pub fn accepts_extra_keys(&self) -> bool {
+        self.factory().accepts_extra_keys()
+    }
+
+    /// The config keys the constructor accepts by name, as the library
+    /// reports them.
+    pub fn accepted_keys(&self) -> Result<Vec<String>, ProviderFailure> {
+        match (self.factory().accepted_keys())() {
+            RResult::ROk(keys) => Ok(keys.into_iter().map(RString::into_string).collect()),
+            RResult::RErr(error) => Err(failure(error)),
         }
-    };
-    tracing::debug!(provider = %name, %source, framework_injected, "provider constructed");
-    let info = ProviderInfo {
-        name,
-        source,
-        abi_version: (descriptor.header.abi_major, descriptor.header.abi_minor),
-        accepted_keys,
-        accepts_extra_keys,
-        framework_injected,
-    };
-    Ok(LoadedProvider { provider: Arc::new(AbiProvider::new(object)), info })
+    }
+
+    /// The decision-metadata keys the provider declares volatile (ABI 1.1;
+    /// none for a 1.0 library).
+    pub fn volatile_metadata_keys(&self) -> Vec<String> {
+        (self.factory().volatile_metadata_keys())().into_iter().map(RString::into_string).collect()
+    }
+
+    /// Calls the library's constructor with `config` exactly as given: no key
+    /// check, no `framework` injection. The host never does this; the
+    /// conformance kit does, to see what the library itself does with a key.
+    pub fn construct_raw(&self, config: &Map<String, Value>) -> Result<AbiProvider, ProviderFailure> {
+        let json = Value::Object(config.clone()).to_string();
+        match (self.factory().construct())(RStr::from_str(&json)) {
+            RResult::ROk(object) => Ok(AbiProvider::new(object)),
+            RResult::RErr(error) => Err(failure(error)),
+        }
+    }
+
+    /// Constructs the provider as the host does: checks `config`'s keys
+    /// against the descriptor, injects `framework` where accepted, calls the
+    /// constructor.
+    pub fn construct(&self, config: &Map<String, Value>) -> Result<LoadedProvider, BuildError> {
+        let name = self.name().to_owned();
+        let constructor_error = |failure: ProviderFailure| BuildError::Constructor {
+            provider: name.clone(),
+            panicked: matches!(failure, ProviderFailure::Error { panicked: true, .. }),
+            message: failure.to_string(),
+        };
+        let accepted_keys = self.accepted_keys().map_err(constructor_error)?;
+        let accepts_extra_keys = self.accepts_extra_keys();
+        if !accepts_extra_keys {
+            if let Some(key) = config.keys().find(|k| !accepted_keys.contains(k)) {
+                let accepted = if accepted_keys.is_empty() {
+                    "no keys at all".to_owned()
+                } else {
+                    accepted_keys.join(", ")
+                };
+                return Err(BuildError::UnknownKey { provider: name, key: key.clone(), accepted });
+            }
+        }
+        let framework_injected = !config.contains_key(FRAMEWORK_KEY)
+            && (accepts_extra_keys || accepted_keys.iter().any(|k| k == FRAMEWORK_KEY));
+        let provider = if framework_injected {
+            let mut with_framework = config.clone();
+            with_framework.insert(FRAMEWORK_KEY.to_owned(), Value::from(FRAMEWORK_VALUE));
+            self.construct_raw(&with_framework)
+        } else {
+            self.construct_raw(config)
+        }
+        .map_err(constructor_error)?;
+        tracing::debug!(provider = %name, source = %self.source, framework_injected, "provider constructed");
+        let info = ProviderInfo {
+            name,
+            source: self.source.clone(),
+            abi_version: self.abi_version(),
+            accepted_keys,
+            accepts_extra_keys,
+            framework_injected,
+            volatile_metadata_keys: self.volatile_metadata_keys(),
+        };
+        Ok(LoadedProvider { provider: Arc::new(provider), info })
+    }
 }

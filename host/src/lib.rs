@@ -44,6 +44,7 @@
 //! - [`provider`]: the host's provider trait and the ABI adapter;
 //! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
 //! - [`audit`]: audit events and sinks;
+//! - [`conformance`]: the conformance kit for provider libraries;
 //! - [`request`]: tool calls, tool messages, requests and decisions.
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -52,6 +53,7 @@
 
 pub mod audit;
 pub mod config;
+pub mod conformance;
 pub mod instantiate;
 pub mod loader;
 pub mod middleware;
@@ -64,8 +66,13 @@ mod yaml;
 pub use audit::{
     AuditAction, AuditChanges, AuditError, AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink,
 };
-pub use config::{ConfigError, ConfigOrigin, GuardrailsConfig, LoadedConfig, ProviderSpec};
-pub use instantiate::{instantiate, BuildError, LoadedProvider, ProviderInfo, ProviderSource};
+pub use config::{
+    provider_config_from_path, provider_config_from_yaml, ConfigError, ConfigOrigin, GuardrailsConfig,
+    LoadedConfig, ProviderSpec,
+};
+pub use instantiate::{
+    instantiate, locate, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,
+};
 pub use loader::{LoadError, LoadErrorKind};
 pub use middleware::{
     async_handler, AsyncHandler, GuardrailLayer, GuardrailMiddleware, GuardrailService, MiddlewareChain,

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use guardhost_abi::{flags, DescriptorHeader, ProviderDescriptor, ABI_MAJOR, FACTORY_LAYOUT, MAGIC};
+use guardhost_abi::{compat, flags, DescriptorHeader, ProviderDescriptor, ABI_MAJOR, FACTORY_LAYOUT, MAGIC};
 
 /// Why a library could not serve as a provider.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -214,7 +214,13 @@ fn find_descriptor(
     // it. The library is never unloaded (see the module docs), so `'static`
     // holds. The factory itself is not used until its layout is checked below.
     let descriptor: &'static ProviderDescriptor = unsafe { &*address.cast::<ProviderDescriptor>() };
-    abi_stable::abi_stability::abi_checking::check_layout_compatibility(FACTORY_LAYOUT, descriptor.layout)
+    // abi_stable accepts a factory with more fields than expected, not fewer:
+    // check an older library against the shape of its own minor version.
+    let expected = match header.abi_minor {
+        0 => compat::v1_0::FACTORY_LAYOUT,
+        _ => FACTORY_LAYOUT,
+    };
+    abi_stable::abi_stability::abi_checking::check_layout_compatibility(expected, descriptor.layout)
         .map_err(|errors| {
             // Format now: the report borrows strings from the library.
             let report = errors.to_string();

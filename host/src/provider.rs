@@ -170,7 +170,7 @@ fn from_abi(result: RResult<Decision, ProviderError>) -> Evaluation {
     })
 }
 
-fn failure(error: ProviderError) -> ProviderFailure {
+pub(crate) fn failure(error: ProviderError) -> ProviderFailure {
     match error.kind {
         ErrorKind::INTERRUPT => ProviderFailure::Interrupt(Interrupt {
             message: error.message.into_string(),

@@ -69,7 +69,7 @@ fn check_describes_the_embedded_default() {
         "guardrail:        installed",
         "provider:         allowlist",
         "source:           built-in (AllowlistProvider)",
-        "abi:              1.0",
+        "abi:              1.1",
         "accepted keys:    allowed_tools, denied_tools",
         "framework:        not injected",
         "fail_closed:      true",

@@ -412,3 +412,17 @@ fn a_library_really_built_with_panic_abort_is_refused() {
     let (error, text) = load_error(&format!("{}:AllowAllProvider", path.display()));
     assert_eq!(kind(&error), &LoadErrorKind::PanicAbort, "{text}");
 }
+
+#[test]
+fn a_library_built_against_abi_1_0_loads_and_declares_no_volatile_metadata() {
+    let loaded = load(&use_of("guardhost_bad_descriptors", "AbiOneZero"), Map::new());
+    assert_eq!(loaded.info.name, "fine-1.0");
+    assert_eq!(loaded.info.abi_version, (1, 0));
+    assert!(loaded.info.volatile_metadata_keys.is_empty());
+    let call = guardhost::ToolCallRequest::new("bash", Map::new());
+    let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
+    assert!(loaded.provider.evaluate(&request).unwrap().allow);
+
+    let current = load(&use_of("guardhost_bad_descriptors", "FineProvider"), Map::new());
+    assert_eq!(current.info.abi_version, (1, 1));
+}

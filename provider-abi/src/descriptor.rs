@@ -14,7 +14,10 @@ pub const ABI_MAJOR: u16 = 1;
 
 /// The ABI minor version. Minor versions only append fields to
 /// [`ProviderFactory`] after its last prefix field.
-pub const ABI_MINOR: u16 = 0;
+///
+/// - 1.0: `name`, `accepts_extra_keys`, `accepted_keys`, `construct`.
+/// - 1.1: `volatile_metadata_keys`.
+pub const ABI_MINOR: u16 = 1;
 
 /// Bits of [`DescriptorHeader::flags`].
 pub mod flags {
@@ -76,7 +79,72 @@ pub struct ProviderFactory {
     /// Builds a provider from its config, a JSON object as text.
     #[sabi(last_prefix_field)]
     pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
+    /// Since 1.1: the top-level decision-metadata keys whose values may
+    /// differ between two evaluations of the same request (a timestamp, a
+    /// counter). Conformance checks ignore them when comparing decisions.
+    /// Empty for a 1.0 library.
+    #[sabi(missing_field(with = no_volatile_metadata_keys))]
+    pub volatile_metadata_keys: extern "C" fn() -> RVec<RString>,
+}
+
+/// What a 1.0 library, which has no `volatile_metadata_keys`, declares.
+fn no_volatile_metadata_keys() -> extern "C" fn() -> RVec<RString> {
+    extern "C" fn none() -> RVec<RString> {
+        RVec::new()
+    }
+    none
 }
 
 /// The layout the host expects for [`ProviderDescriptor::layout`].
 pub const FACTORY_LAYOUT: &TypeLayout = <ProviderFactoryRef as StableAbi>::LAYOUT;
+
+/// Earlier shapes of the factory, exactly as older libraries export them.
+///
+/// `abi_stable` accepts a library whose prefix type has *more* fields than
+/// the host expects, not fewer. So a host checks a library's factory against
+/// the shape of the minor version the library's header names (or its own,
+/// when the library is newer), and then reads a newer field only when the
+/// library has it. The loader's tests build a library that exports a 1.0
+/// descriptor to prove that a 1.1 host loads it.
+#[doc(hidden)]
+pub mod compat {
+    /// ABI 1.0.
+    pub mod v1_0 {
+        use abi_stable::std_types::{RResult, RStr, RString, RVec};
+        use abi_stable::type_layout::TypeLayout;
+        use abi_stable::StableAbi;
+
+        use crate::{DescriptorHeader, ProviderBox, ProviderError};
+
+        /// [`crate::ProviderFactory`] as of 1.0.
+        #[repr(C)]
+        #[derive(StableAbi)]
+        #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
+        #[sabi(missing_field(panic))]
+        pub struct ProviderFactory {
+            /// As in 1.1.
+            pub name: RStr<'static>,
+            /// As in 1.1.
+            pub accepts_extra_keys: bool,
+            /// As in 1.1.
+            pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
+            /// As in 1.1.
+            #[sabi(last_prefix_field)]
+            pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
+        }
+
+        /// The layout a host checks a 1.0 library's factory against.
+        pub const FACTORY_LAYOUT: &TypeLayout = <ProviderFactoryRef as StableAbi>::LAYOUT;
+
+        /// [`crate::ProviderDescriptor`] as of 1.0.
+        #[repr(C)]
+        pub struct ProviderDescriptor {
+            /// As in 1.1.
+            pub header: DescriptorHeader,
+            /// As in 1.1.
+            pub layout: &'static TypeLayout,
+            /// The 1.0 factory.
+            pub factory: ProviderFactoryRef,
+        }
+    }
+}

@@ -94,8 +94,8 @@ mod provider;
 mod types;
 
 pub use descriptor::{
-    flags, DescriptorHeader, ProviderDescriptor, ProviderFactory, ProviderFactoryRef, ABI_MAJOR, ABI_MINOR,
-    FACTORY_LAYOUT, MAGIC,
+    compat, flags, DescriptorHeader, ProviderDescriptor, ProviderFactory, ProviderFactoryRef, ABI_MAJOR,
+    ABI_MINOR, FACTORY_LAYOUT, MAGIC,
 };
 pub use error::{ErrorKind, ProviderError};
 pub use keys::config_keys;

@@ -36,6 +36,12 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// is true, the host also injects `framework: "deerflow"`.
     const ACCEPTS_EXTRA_KEYS: bool = false;
 
+    /// Top-level keys of [`Decision::metadata_json`] whose values may differ
+    /// between two evaluations of the same request (a timestamp, a request
+    /// counter). `guardhost conformance` ignores them when it checks that
+    /// decisions are deterministic; every other part of a decision must be.
+    const VOLATILE_METADATA: &'static [&'static str] = &[];
+
     /// The constructor's keyword arguments. Its field names are the config
     /// keys the provider accepts; a field named `framework` makes the host
     /// inject `framework: "deerflow"`.
@@ -183,6 +189,11 @@ extern "C" fn accepted_keys_shim<P: Provider>() -> RResult<RVec<RString>, Provid
     guard("accepted_keys", || Ok(P::accepted_keys().into_iter().map(RString::from).collect()))
 }
 
+extern "C" fn volatile_metadata_keys_shim<P: Provider>() -> RVec<RString> {
+    // Copying a static list of strings cannot panic.
+    P::VOLATILE_METADATA.iter().map(|k| RString::from(*k)).collect()
+}
+
 /// Holds the static factory of `P`.
 struct FactoryOf<P>(PhantomData<P>);
 
@@ -194,6 +205,7 @@ impl<P: Provider> FactoryOf<P> {
                 accepts_extra_keys: P::ACCEPTS_EXTRA_KEYS,
                 accepted_keys: accepted_keys_shim::<P>,
                 construct: construct_shim::<P>,
+                volatile_metadata_keys: volatile_metadata_keys_shim::<P>,
             })
     }
 }

@@ -1,6 +1,7 @@
 //! Argument parsing, logging set-up and the shared steps of every command.
 
 mod check;
+mod conformance;
 mod eval;
 mod run;
 
@@ -16,8 +17,9 @@ provider (builtin:AllowlistProvider), enabled, fail-closed, denying the tools
 `bash`, `write_file` and `str_replace` and allowing every other tool.
 `guardhost check` shows it; the README shows how to write your own.
 
-Exit codes: 0 ok / allowed, 1 denied (eval) or malformed input lines (run),
-2 usage, config or load error, 3 a provider interrupt.
+Exit codes: 0 ok / allowed, 1 denied (eval), malformed input lines (run) or a
+failed check (conformance), 2 usage, config or load error, 3 a provider
+interrupt.
 Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`) to change
 how much (default `warn`: every denial is logged).";
 
@@ -48,6 +50,12 @@ enum Command {
     /// error message), or {"type": "interrupt", ...} when the provider raised
     /// an interrupt.
     Run(run::RunArgs),
+    /// Check that a provider library is fit to guard every tool call: load,
+    /// descriptor, construction, a corpus of requests, decision hygiene,
+    /// sync/async agreement, determinism, thread safety, latency, memory.
+    /// Exit 0 when no check fails, 1 when one does, 2 when the kit could not
+    /// run.
+    Conformance(conformance::ConformanceArgs),
 }
 
 /// A failure that ends a command with exit code 2.
@@ -85,6 +93,7 @@ pub fn main() -> ExitCode {
         Command::Check { config } => check::run(config.as_deref()),
         Command::Eval(args) => eval::run(args),
         Command::Run(args) => run::run(args),
+        Command::Conformance(args) => conformance::run(args),
     };
     match result {
         Ok(code) => code,

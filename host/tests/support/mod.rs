@@ -12,16 +12,7 @@ use serde_json::{Map, Value};
 /// `guardhost_test_providers`). Cargo builds the host's dev-dependencies,
 /// cdylib included, next to the test executable before running tests.
 pub fn library(lib_name: &str) -> PathBuf {
-    let file = format!("{}{lib_name}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
-    let exe = std::env::current_exe().expect("test executable path");
-    let deps = exe.parent().expect("deps dir");
-    for dir in [deps, deps.parent().expect("profile dir")] {
-        let candidate = dir.join(&file);
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!("{file} was not built next to {}; run the tests with cargo", deps.display());
+    guardhost::conformance::cdylib(lib_name)
 }
 
 /// `use:` value for a symbol of a workspace cdylib.

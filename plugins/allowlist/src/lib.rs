@@ -39,6 +39,7 @@ use serde::Deserialize;
 /// The constructor's keywords. Neither is `framework` and there is no
 /// catch-all, so the host never injects `framework` here.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AllowlistConfig {
     /// When set (even to an empty list), only these tools may run.
     #[serde(default)]

@@ -1,0 +1,96 @@
+//! `guardhost conformance`: the conformance kit on one provider.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use guardhost::conformance::{self, Options};
+use guardhost::{provider_config_from_path, provider_config_from_yaml};
+
+use super::CliError;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A table for people.
+    Text,
+    /// One JSON document.
+    Json,
+    /// JUnit XML, for CI systems.
+    Junit,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ConformanceArgs {
+    /// The provider, exactly as after `use:` in YAML: `path/to/libfoo.so:Symbol`
+    /// (relative to the current directory) or `builtin:AllowlistProvider`.
+    #[arg(value_name = "USE")]
+    use_: String,
+    /// The provider's config (what goes under `provider.config:`), as JSON or
+    /// YAML flow text, e.g. '{"denied_tools": ["bash"]}'. Default: {}.
+    #[arg(long, value_name = "JSON", conflicts_with = "config_file")]
+    config: Option<String>,
+    /// A YAML or JSON file holding the provider's config (what goes under
+    /// `provider.config:`).
+    #[arg(long, value_name = "FILE")]
+    config_file: Option<PathBuf>,
+    /// How to print the report.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the report here instead of to stdout.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Threads evaluating at once in the thread-safety check.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(2..=1024))]
+    threads: u16,
+    /// Evaluations in each of the thread-safety, latency and memory checks.
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(10..=100_000_000))]
+    iterations: u64,
+    /// The latency check fails when p99 of one evaluation exceeds this.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    latency_budget_us: u64,
+    /// The memory check fails when resident memory grows by more than this
+    /// over the run.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    memory_budget_kib: u64,
+    /// A call that takes longer is abandoned and reported as hung.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    call_timeout_ms: u64,
+}
+
+pub fn run(args: ConformanceArgs) -> Result<ExitCode, CliError> {
+    let config = match (&args.config, &args.config_file) {
+        (Some(text), _) => provider_config_from_yaml(text, "--config")?,
+        (None, Some(path)) => provider_config_from_path(path)?,
+        (None, None) => Default::default(),
+    };
+    let options = Options {
+        threads: usize::from(args.threads),
+        iterations: args.iterations as usize,
+        latency_budget: Duration::from_micros(args.latency_budget_us),
+        memory_budget: args.memory_budget_kib << 10,
+        call_timeout: Duration::from_millis(args.call_timeout_ms.max(1)),
+        ..Options::default()
+    };
+    let report = conformance::run(&args.use_, &config, &options);
+    let text = match args.format {
+        Format::Text => report.to_text(),
+        Format::Json => report.to_json(),
+        Format::Junit => report.to_junit(),
+    };
+    match &args.output {
+        Some(path) => std::fs::write(path, &text)
+            .map_err(|source| CliError::Io { what: format!("cannot write {}", path.display()), source })?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+                .map_err(|source| CliError::Io { what: "cannot write the report".into(), source })?;
+        }
+    }
+    Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

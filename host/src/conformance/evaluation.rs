@@ -1,0 +1,388 @@
+//! The evaluation checks: the corpus, sync/async agreement, determinism,
+//! panics, decision hygiene; then the measured ones in [`super::measure`].
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::call::{block_on, with_deadline, NoAnswer};
+use super::corpus::{corpus, Probe};
+use super::measure;
+use super::report::shorten;
+use super::{CaseId, Finding, Options, Recorder};
+use crate::instantiate::LoadedProvider;
+use crate::provider::{GuardrailProvider, ProviderFailure};
+use crate::request::GuardrailDecision;
+
+/// After this many hung calls in one pass, the rest of the pass is not sent.
+const MAX_HUNG_CALLS: usize = 3;
+
+/// What one evaluation came to.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    /// A decision, with the declared volatile metadata removed.
+    Decided(GuardrailDecision),
+    /// An error (not a panic).
+    Failed(String),
+    /// A panic, caught at the boundary.
+    Panicked(String),
+    /// An interrupt.
+    Interrupted(String),
+    /// No answer in time.
+    NoAnswer(String),
+    /// Not asked: it hung before, or too many calls hung.
+    NotSent(String),
+}
+
+impl Outcome {
+    pub(crate) fn from_result(
+        result: Result<GuardrailDecision, ProviderFailure>,
+        volatile: &[String],
+    ) -> Outcome {
+        match result {
+            Ok(mut decision) => {
+                for key in volatile {
+                    decision.metadata.remove(key);
+                }
+                Outcome::Decided(decision)
+            }
+            Err(ProviderFailure::Error { message, panicked: true }) => Outcome::Panicked(message),
+            Err(ProviderFailure::Error { message, .. }) => Outcome::Failed(message),
+            Err(ProviderFailure::Interrupt(interrupt)) => Outcome::Interrupted(interrupt.message),
+        }
+    }
+
+    /// Whether two outcomes agree: equal decisions, or failures of the same
+    /// kind (their messages may differ).
+    pub(crate) fn agrees_with(&self, other: &Outcome) -> bool {
+        match (self, other) {
+            (Outcome::Decided(a), Outcome::Decided(b)) => a == b,
+            (Outcome::Failed(_), Outcome::Failed(_))
+            | (Outcome::Panicked(_), Outcome::Panicked(_))
+            | (Outcome::Interrupted(_), Outcome::Interrupted(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// One line for a report.
+    pub(crate) fn summary(&self) -> String {
+        match self {
+            Outcome::Decided(d) => {
+                let mut s = if d.allow { "allow".to_owned() } else { "deny".to_owned() };
+                let codes: Vec<&str> = d.reasons.iter().map(|r| r.code.as_str()).collect();
+                s.push_str(&format!(" [{}]", codes.join(", ")));
+                if let Some(policy) = &d.policy_id {
+                    s.push_str(&format!(" policy {policy}"));
+                }
+                if !d.metadata.is_empty() {
+                    s.push_str(&format!(" metadata {}", serde_json::Value::Object(d.metadata.clone())));
+                }
+                shorten(&s, 200)
+            }
+            Outcome::Failed(m) => format!("error: {}", shorten(m, 200)),
+            Outcome::Panicked(m) => format!("panic: {}", shorten(m, 200)),
+            Outcome::Interrupted(m) => format!("interrupt: {}", shorten(m, 200)),
+            Outcome::NoAnswer(m) | Outcome::NotSent(m) => m.clone(),
+        }
+    }
+}
+
+/// How a pass over the corpus asks the provider.
+#[derive(Debug, Clone, Copy)]
+enum Path {
+    Sync,
+    Async,
+}
+
+/// Evaluates every probe once, each on its own thread within the call
+/// timeout; probes in `skip` (known to hang) are not sent again.
+fn pass(
+    provider: &Arc<dyn GuardrailProvider>,
+    probes: &Arc<Vec<Probe>>,
+    skip: &BTreeSet<usize>,
+    path: Path,
+    volatile: &Arc<Vec<String>>,
+    options: &Options,
+) -> Vec<Outcome> {
+    let mut hung = 0;
+    (0..probes.len())
+        .map(|i| {
+            if skip.contains(&i) {
+                return Outcome::NotSent("not sent: it hung before".into());
+            }
+            if hung >= MAX_HUNG_CALLS {
+                return Outcome::NotSent(format!("not sent: {MAX_HUNG_CALLS} calls hung already"));
+            }
+            let (provider, probes, volatile) = (provider.clone(), probes.clone(), volatile.clone());
+            let answer = with_deadline(options.call_timeout, move || {
+                let request = &probes[i].request;
+                let result = match path {
+                    Path::Sync => provider.evaluate(request),
+                    Path::Async => block_on(provider.aevaluate(request)),
+                };
+                Outcome::from_result(result, &volatile)
+            });
+            answer.unwrap_or_else(|no_answer| {
+                if matches!(no_answer, NoAnswer::Hung(_)) {
+                    hung += 1;
+                }
+                Outcome::NoAnswer(format!("hung: {no_answer}"))
+            })
+        })
+        .collect()
+}
+
+fn no_answers(outcomes: &[Outcome]) -> BTreeSet<usize> {
+    outcomes
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| matches!(o, Outcome::NoAnswer(_) | Outcome::NotSent(_)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Runs every evaluation case against `loaded`.
+pub(crate) fn check(recorder: &mut Recorder, loaded: &LoadedProvider, options: &Options) {
+    let provider = &loaded.provider;
+    let volatile = Arc::new(loaded.info.volatile_metadata_keys.clone());
+    let probes = Arc::new(corpus());
+
+    let mut first = Vec::new();
+    recorder.check(CaseId::EvaluationCorpus, || {
+        first = pass(provider, &probes, &BTreeSet::new(), Path::Sync, &volatile, options);
+        corpus_finding(&probes, &first)
+    });
+    let mut hung = no_answers(&first);
+
+    // The corpus twice more: a provider that answers from changing state
+    // shows it here.
+    let mut again = Vec::new();
+    let mut unstable = BTreeSet::new();
+    recorder.check(CaseId::Determinism, || {
+        let second = pass(provider, &probes, &hung, Path::Sync, &volatile, options);
+        let third = pass(provider, &probes, &no_answers(&second), Path::Sync, &volatile, options);
+        let mut differences = compare(&probes, &first, &second, "first", "second").unwrap_or_default();
+        differences.extend(compare(&probes, &second, &third, "second", "third").unwrap_or_default());
+        unstable = (0..probes.len())
+            .filter(|&i| !first[i].agrees_with(&second[i]) || !second[i].agrees_with(&third[i]))
+            .collect();
+        hung.extend(no_answers(&third));
+        again = second;
+        let declared = if volatile.is_empty() {
+            "declares no volatile metadata".to_owned()
+        } else {
+            format!("ignoring the declared volatile metadata {}", volatile.join(", "))
+        };
+        if differences.is_empty() {
+            Finding::pass(format!("every request decided the same way three times over ({declared})"))
+        } else {
+            Finding::fail(format!(
+                "{} requests got a different decision when asked again ({declared}); decide from the \
+                 request alone, or list metadata keys that legitimately vary in \
+                 `Provider::VOLATILE_METADATA`",
+                unstable.len()
+            ))
+            .details(differences)
+        }
+    });
+    hung.extend(no_answers(&again));
+
+    let mut asynchronous = Vec::new();
+    recorder.check(CaseId::SyncAsyncAgreement, || {
+        let skip: BTreeSet<usize> = hung.union(&unstable).copied().collect();
+        asynchronous = pass(provider, &probes, &skip, Path::Async, &volatile, options);
+        let compared = probes.len() - skip.len();
+        compare(&probes, &first, &asynchronous, "evaluate", "aevaluate").map_or_else(
+            || Finding::pass(format!("{compared} requests decided alike on both paths")),
+            |differences| {
+                Finding::fail(format!(
+                    "{} of {compared} requests were decided differently by evaluate and aevaluate; both \
+                     paths must decide alike (the default aevaluate calls evaluate)",
+                    differences.len()
+                ))
+                .details(differences)
+            },
+        )
+    });
+    hung.extend(no_answers(&asynchronous));
+
+    recorder.check(CaseId::EvaluationPanics, || {
+        let panics: Vec<String> =
+            [("evaluate", &first), ("evaluate again", &again), ("aevaluate", &asynchronous)]
+                .into_iter()
+                .flat_map(|(path, outcomes)| {
+                    outcomes.iter().zip(probes.iter()).filter_map(move |(o, p)| match o {
+                        Outcome::Panicked(m) => Some(format!("{} ({path}): {}", p.name, shorten(m, 200))),
+                        _ => None,
+                    })
+                })
+                .collect();
+        if panics.is_empty() {
+            Finding::pass("no evaluation panicked")
+        } else {
+            Finding::fail(format!(
+                "{} evaluations panicked; each was caught and answered by fail_closed, but a panic is \
+                 a bug: return `Err(ProviderError::error(..))` for input you cannot handle",
+                panics.len()
+            ))
+            .details(panics)
+        }
+    });
+    recorder.check(CaseId::DecisionHygiene, || hygiene(&loaded.info.name, &probes, &first));
+
+    // The measured checks use the everyday requests that answered; the
+    // thread check compares with the first answers where those were stable.
+    let (everyday, baseline): (Vec<Probe>, Vec<Option<Outcome>>) = probes
+        .iter()
+        .zip(&first)
+        .enumerate()
+        .filter(|(i, (p, _))| p.everyday && !hung.contains(i))
+        .map(|(i, (p, o))| (p.clone(), (!unstable.contains(&i)).then(|| o.clone())))
+        .unzip();
+    measure::check(recorder, provider, everyday, baseline, &volatile, options);
+}
+
+/// The corpus case from the first pass.
+fn corpus_finding(probes: &[Probe], outcomes: &[Outcome]) -> Finding {
+    let mut problems = Vec::new();
+    let mut warnings = Vec::new();
+    let (mut allowed, mut denied) = (0, 0);
+    for (probe, outcome) in probes.iter().zip(outcomes) {
+        match outcome {
+            Outcome::Decided(d) if d.allow => allowed += 1,
+            Outcome::Decided(_) => denied += 1,
+            Outcome::Panicked(_) => {}
+            Outcome::Interrupted(m) => {
+                warnings.push(format!("{}: interrupt: {}", probe.name, shorten(m, 200)))
+            }
+            Outcome::Failed(_) | Outcome::NoAnswer(_) | Outcome::NotSent(_) => {
+                problems.push(format!("{}: {}", probe.name, outcome.summary()))
+            }
+        }
+    }
+    let counts = format!("{} requests: {allowed} allowed, {denied} denied", probes.len());
+    let finding = if !problems.is_empty() {
+        Finding::fail(format!(
+            "{counts}; {} got no decision (an error, or no answer in time); a provider must decide \
+             every request, however odd; a hang blocks the agent's tool call",
+            problems.len()
+        ))
+        .details(problems)
+    } else if !warnings.is_empty() {
+        Finding::warn(format!(
+            "{counts}; {} raised an interrupt, which suspends the agent; make sure these requests call \
+             for a human",
+            warnings.len()
+        ))
+        .details(warnings)
+    } else {
+        Finding::pass(counts)
+    };
+    finding.metric("requests", probes.len()).metric("allowed", allowed).metric("denied", denied)
+}
+
+/// The requests whose outcomes differ. Requests `a` got no answer for, or
+/// `b` did not send, are left out; a hang in `b` only is a difference.
+fn compare(
+    probes: &[Probe],
+    a: &[Outcome],
+    b: &[Outcome],
+    a_name: &str,
+    b_name: &str,
+) -> Option<Vec<String>> {
+    let unanswered = |o: &Outcome| matches!(o, Outcome::NoAnswer(_) | Outcome::NotSent(_));
+    let differences: Vec<String> = probes
+        .iter()
+        .zip(a.iter().zip(b))
+        .filter(|(_, (x, y))| !unanswered(x) && !matches!(y, Outcome::NotSent(_)) && !x.agrees_with(y))
+        .map(|(p, (x, y))| format!("{}: {a_name} {}; {b_name} {}", p.name, x.summary(), y.summary()))
+        .collect();
+    (!differences.is_empty()).then_some(differences)
+}
+
+/// Whether `code` is `namespace.rest` with non-empty parts and no spaces.
+fn namespaced(code: &str) -> Option<&str> {
+    let (namespace, rest) = code.split_once('.')?;
+    let clean = |s: &str| !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+    (clean(namespace) && rest.split('.').all(clean)).then_some(namespace)
+}
+
+/// The code namespaces a provider may use without a warning: `oap` (the
+/// Open Agent Passport codes), `custom` (DeerFlow's convention for custom
+/// providers) and the provider's own name.
+fn known_namespace(namespace: &str, provider: &str) -> bool {
+    let normal = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    namespace == "oap" || namespace == "custom" || normal(namespace) == normal(provider)
+}
+
+fn hygiene(provider: &str, probes: &[Probe], outcomes: &[Outcome]) -> Finding {
+    let mut failures = Vec::new();
+    let mut warnings = Vec::new();
+    let mut denials = 0;
+    for (probe, outcome) in probes.iter().zip(outcomes) {
+        let Outcome::Decided(decision) = outcome else { continue };
+        if !decision.allow {
+            denials += 1;
+            if decision.reasons.is_empty() {
+                warnings.push(format!(
+                    "{}: a denial without reasons (the middleware reports it as oap.denied)",
+                    probe.name
+                ));
+            }
+        }
+        for reason in &decision.reasons {
+            let code = shorten(&reason.code, 80);
+            match namespaced(&reason.code) {
+                None if !decision.allow => {
+                    failures.push(format!("{}: code `{code}` is not namespaced (`ns.code`)", probe.name))
+                }
+                None => warnings.push(format!("{}: code `{code}` is not namespaced (`ns.code`)", probe.name)),
+                Some(ns) if !known_namespace(ns, provider) => warnings.push(format!(
+                    "{}: code `{code}` is outside oap.*, custom.* and {provider}.*",
+                    probe.name
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    let finding = if !failures.is_empty() {
+        Finding::fail(format!(
+            "{} denials carry a reason code that is empty or not namespaced; agents and audit logs \
+             key on codes: use `oap.<code>` for OAP meanings, or `<provider>.<code>`",
+            failures.len()
+        ))
+        .details(failures.into_iter().chain(warnings).collect())
+    } else if !warnings.is_empty() {
+        Finding::warn(format!(
+            "{} reasons could be clearer: give every denial a reason, and use codes in oap.*, \
+             custom.* or {provider}.*",
+            warnings.len()
+        ))
+        .details(warnings)
+    } else if denials == 0 {
+        Finding::pass("no request of the corpus was denied, so there was no denial to check")
+    } else {
+        Finding::pass(format!("{denials} denials, each with a namespaced reason code"))
+    };
+    finding.metric("denials", denials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_must_have_a_namespace_and_a_name() {
+        assert_eq!(namespaced("oap.tool_not_allowed"), Some("oap"));
+        assert_eq!(namespaced("acme.fs.write"), Some("acme"));
+        for bad in ["", "blocked", ".x", "x.", "a..b", "a. b", "a.b\n"] {
+            assert_eq!(namespaced(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn own_namespace_ignores_case_and_dashes() {
+        assert!(known_namespace("my_policy", "my-policy"));
+        assert!(known_namespace("oap", "x") && known_namespace("custom", "x"));
+        assert!(!known_namespace("acme", "my-policy"));
+    }
+}

@@ -1,0 +1,293 @@
+//! The measured checks: thread safety, latency and memory, each over many
+//! evaluations of the everyday requests.
+
+use std::hint::black_box;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use super::call::with_deadline;
+use super::corpus::Probe;
+use super::evaluation::Outcome;
+use super::{CaseId, Finding, Options, Recorder};
+use crate::provider::GuardrailProvider;
+
+/// What the measured checks share.
+struct Workload {
+    provider: Arc<dyn GuardrailProvider>,
+    probes: Arc<Vec<Probe>>,
+    options: Options,
+}
+
+impl Workload {
+    fn evaluate(&self, i: usize) {
+        let _ = black_box(self.provider.evaluate(&self.probes[i % self.probes.len()].request));
+    }
+
+    /// How long a measured loop may run before the kit gives up on it.
+    fn deadline(&self) -> Duration {
+        self.options.case_time_limit + self.options.call_timeout
+    }
+}
+
+/// Runs `thread_safety`, `latency` and `memory` on `probes`, whose
+/// single-threaded answers are `baseline` (`None` where they were not
+/// stable: the thread check leaves those out).
+pub(crate) fn check(
+    recorder: &mut Recorder,
+    provider: &Arc<dyn GuardrailProvider>,
+    probes: Vec<Probe>,
+    baseline: Vec<Option<Outcome>>,
+    volatile: &Arc<Vec<String>>,
+    options: &Options,
+) {
+    let (stable, stable_baseline): (Vec<Probe>, Vec<Outcome>) =
+        probes.iter().zip(baseline).filter_map(|(p, o)| Some((p.clone(), o?))).unzip();
+    let workload = |probes: Vec<Probe>| {
+        Arc::new(Workload { provider: provider.clone(), probes: Arc::new(probes), options: options.clone() })
+    };
+    recorder.check(CaseId::ThreadSafety, || {
+        if stable.is_empty() {
+            return Finding::skip("no everyday request was answered alike every time (see determinism)");
+        }
+        thread_safety(&workload(stable), Arc::new(stable_baseline), volatile.clone())
+    });
+    if probes.is_empty() {
+        for id in [CaseId::Latency, CaseId::Memory] {
+            recorder.check(id, || {
+                Finding::skip("no everyday request was answered in time (see evaluation.corpus)")
+            });
+        }
+        return;
+    }
+    let work = workload(probes);
+    recorder.check(CaseId::Latency, || latency(&work));
+    recorder.check(CaseId::Memory, || memory(&work));
+}
+
+fn stopped_early(done: usize, planned: usize, limit: Duration) -> String {
+    if done < planned {
+        format!(" (stopped after {} s: {done} of {planned} evaluations)", limit.as_secs_f64())
+    } else {
+        String::new()
+    }
+}
+
+fn thread_safety(work: &Arc<Workload>, baseline: Arc<Vec<Outcome>>, volatile: Arc<Vec<String>>) -> Finding {
+    let threads = work.options.threads.max(2);
+    let per_thread = (work.options.iterations / threads).max(1);
+    let limit = work.options.case_time_limit;
+    let shared = work.clone();
+    let result = with_deadline(work.deadline(), move || {
+        let work = shared;
+        let barrier = Barrier::new(threads);
+        let stop_at = Instant::now() + limit;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (work, barrier, baseline, volatile) = (&work, &barrier, &baseline, &volatile);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        let (mut done, mut wrong, mut examples) = (0, 0, Vec::new());
+                        for i in 0..per_thread {
+                            if Instant::now() > stop_at {
+                                break;
+                            }
+                            // Each thread walks the requests from another start.
+                            let k = (i + t * 7) % work.probes.len();
+                            let result = work.provider.evaluate(&work.probes[k].request);
+                            let outcome = Outcome::from_result(result, volatile);
+                            if !outcome.agrees_with(&baseline[k]) {
+                                wrong += 1;
+                                if examples.len() < 2 {
+                                    examples.push(format!(
+                                        "{} on thread {t}: {}; alone {}",
+                                        work.probes[k].name,
+                                        outcome.summary(),
+                                        baseline[k].summary()
+                                    ));
+                                }
+                            }
+                            done += 1;
+                        }
+                        (done, wrong, examples)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+        })
+    });
+    let per_thread_results = match result {
+        Ok(results) => results,
+        Err(no_answer) => {
+            return Finding::fail(format!(
+                "concurrent evaluations did not finish ({no_answer}): a deadlock between threads?"
+            ))
+        }
+    };
+    let (mut done, mut wrong, mut examples) = (0, 0, Vec::new());
+    for joined in per_thread_results {
+        match joined {
+            Ok((d, w, e)) => {
+                done += d;
+                wrong += w;
+                examples.extend(e);
+            }
+            Err(_) => return Finding::fail("a thread of the check itself panicked"),
+        }
+    }
+    let early = stopped_early(done, per_thread * threads, limit);
+    let finding = if wrong == 0 {
+        Finding::pass(format!(
+            "{done} evaluations on {threads} threads agreed with the single-threaded answers{early}"
+        ))
+    } else {
+        Finding::fail(format!(
+            "{wrong} of {done} evaluations on {threads} threads disagreed with the single-threaded answers{early}; \
+             state shared between calls is not thread-safe: hold one lock across the whole decision, \
+             or keep no mutable state"
+        ))
+        .details(examples)
+    };
+    finding.metric("threads", threads).metric("evaluations", done).metric("disagreements", wrong)
+}
+
+fn micros(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e8).round() / 100.0
+}
+
+fn latency(work: &Arc<Workload>) -> Finding {
+    let planned = work.options.iterations.max(1);
+    let limit = work.options.case_time_limit;
+    let shared = work.clone();
+    let samples = with_deadline(work.deadline(), move || {
+        let work = shared;
+        let started = Instant::now();
+        for i in 0..work.probes.len().min(planned) {
+            work.evaluate(i);
+        }
+        let mut samples = Vec::with_capacity(planned);
+        for i in 0..planned {
+            if started.elapsed() > limit {
+                break;
+            }
+            let t = Instant::now();
+            work.evaluate(i);
+            samples.push(t.elapsed());
+        }
+        samples
+    });
+    let mut samples = match samples {
+        Ok(samples) if !samples.is_empty() => samples,
+        Ok(_) => {
+            return Finding::fail(format!("not one evaluation finished within {} s", limit.as_secs_f64()))
+        }
+        Err(no_answer) => return Finding::fail(format!("the evaluations did not finish ({no_answer})")),
+    };
+    samples.sort_unstable();
+    let at = |q: usize| samples[(samples.len() * q / 100).min(samples.len() - 1)];
+    let (p50, p99, max) = (at(50), at(99), samples[samples.len() - 1]);
+    let budget = work.options.latency_budget;
+    let numbers = format!(
+        "p50 {} µs, p99 {} µs, max {} µs over {} evaluations{}",
+        micros(p50),
+        micros(p99),
+        micros(max),
+        samples.len(),
+        stopped_early(samples.len(), planned, limit)
+    );
+    let finding = if p99 > budget {
+        Finding::fail(format!(
+            "{numbers}: p99 exceeds the budget of {} µs; every tool call waits for this, so move slow \
+             work (I/O, parsing policy files) out of evaluate into the constructor or a cache",
+            micros(budget)
+        ))
+    } else {
+        Finding::pass(format!("{numbers} (budget: p99 ≤ {} µs)", micros(budget)))
+    };
+    finding
+        .metric("p50_us", micros(p50))
+        .metric("p99_us", micros(p99))
+        .metric("max_us", micros(max))
+        .metric("budget_us", micros(budget))
+        .metric("evaluations", samples.len())
+}
+
+/// This process's resident memory, where the OS tells (Linux).
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.trim_start_matches("VmRSS:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Bytes for people: KiB below a MiB, MiB with two decimals above.
+fn size(bytes: u64) -> String {
+    if bytes < 1 << 20 {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{:.2} MiB", bytes as f64 / f64::from(1 << 20))
+    }
+}
+
+fn memory(work: &Arc<Workload>) -> Finding {
+    if resident_bytes().is_none() {
+        return Finding::skip("resident memory cannot be read on this platform (needs /proc/self/status)");
+    }
+    let half = (work.options.iterations / 2).max(1);
+    let limit = work.options.case_time_limit;
+    let shared = work.clone();
+    // Resident memory is the whole process's, so other threads can move it:
+    // the growth must show in both halves of the run to count as a leak.
+    let measured = with_deadline(work.deadline(), move || {
+        let work = shared;
+        let started = Instant::now();
+        for i in 0..(half / 5).max(100) {
+            work.evaluate(i);
+        }
+        let mut marks = vec![resident_bytes()];
+        let mut done = 0;
+        for _ in 0..2 {
+            for _ in 0..half {
+                if started.elapsed() > limit {
+                    break;
+                }
+                work.evaluate(done);
+                done += 1;
+            }
+            marks.push(resident_bytes());
+        }
+        (marks, done)
+    });
+    let (marks, done) = match measured {
+        Ok((marks, done)) => (marks.into_iter().collect::<Option<Vec<u64>>>().unwrap_or_default(), done),
+        Err(no_answer) => return Finding::fail(format!("the evaluations did not finish ({no_answer})")),
+    };
+    let [start, middle, end] = marks[..] else {
+        return Finding::skip("resident memory could not be read during the run");
+    };
+    let (first, second) = (middle.saturating_sub(start), end.saturating_sub(middle));
+    let budget = work.options.memory_budget;
+    let growth = end.saturating_sub(start);
+    let per_call = growth / done.max(1) as u64;
+    let numbers = format!(
+        "resident memory grew by {} over {done} evaluations ({} + {} in two halves){}",
+        size(growth),
+        size(first),
+        size(second),
+        stopped_early(done, half * 2, limit)
+    );
+    let finding = if first > budget / 2 && second > budget / 2 {
+        Finding::fail(format!(
+            "{numbers}, about {per_call} bytes per evaluation, over the budget of {}: something is \
+             kept per call (a leak, or a cache without a bound)",
+            size(budget)
+        ))
+    } else {
+        Finding::pass(format!("{numbers} (budget {})", size(budget)))
+    };
+    finding
+        .metric("growth_bytes", growth)
+        .metric("evaluations", done)
+        .metric("budget_bytes", budget)
+        .metric("start_bytes", start)
+}

@@ -1,0 +1,221 @@
+//! The conformance kit: proves a provider library is fit to sit in front of
+//! every tool call, before an operator switches to it in YAML.
+//!
+//! [`run`] takes exactly what goes after `use:` in YAML, and the provider's
+//! config, and runs the checks of [`CaseId::ALL`] in order: loading,
+//! the descriptor, construction, a corpus of requests (every DeerFlow tool
+//! and the edge cases of [`corpus`]), decision hygiene, sync/async
+//! agreement, determinism, thread safety, latency and memory. Each check is
+//! a [`Case`] that passes, warns or fails with a reason an author can act
+//! on. Nothing a provider does crashes the kit: panics come back as errors
+//! (the ABI catches them), and a call that hangs is abandoned after
+//! [`Options::call_timeout`].
+//!
+//! The `guardhost conformance` command runs this; so can a provider's own
+//! `cargo test`:
+//!
+//! ```
+//! # fn main() {
+//! use guardhost::conformance::{self, Options};
+//!
+//! let report = conformance::run("builtin:AllowlistProvider", &Default::default(), &Options::quick());
+//! assert!(report.passed(), "{}", report.to_text());
+//! # }
+//! ```
+//!
+//! A crate that builds a provider tests its own `cdylib` with
+//! [`assert_conforms`] and [`cdylib`] (see the README's author's guide).
+
+mod call;
+mod construction;
+pub mod corpus;
+mod evaluation;
+mod measure;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use crate::instantiate::locate;
+
+pub use report::{Case, CaseId, Report, Status};
+
+/// How hard the kit pushes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Threads evaluating at once in `thread_safety`.
+    pub threads: usize,
+    /// Evaluations in each of `thread_safety`, `latency` and `memory`.
+    pub iterations: usize,
+    /// `latency` fails when the 99th percentile exceeds this.
+    pub latency_budget: Duration,
+    /// `memory` fails when resident memory grows by more than this many
+    /// bytes over `iterations` evaluations.
+    pub memory_budget: u64,
+    /// A call that takes longer is abandoned and reported as hung.
+    pub call_timeout: Duration,
+    /// `thread_safety`, `latency` and `memory` stop early (and say so) when
+    /// they run longer than this, so a slow provider cannot stall the kit.
+    pub case_time_limit: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            threads: 4,
+            iterations: 10_000,
+            latency_budget: Duration::from_millis(1),
+            memory_budget: 4 << 20,
+            call_timeout: Duration::from_secs(2),
+            case_time_limit: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Options {
+    /// Fewer iterations and shorter limits, for a provider's unit tests.
+    pub fn quick() -> Self {
+        Options { iterations: 2_000, case_time_limit: Duration::from_secs(3), ..Options::default() }
+    }
+}
+
+/// What a check found, before it is timed into a [`Case`].
+#[derive(Debug, Clone)]
+pub(crate) struct Finding {
+    status: Status,
+    reason: String,
+    details: Vec<String>,
+    metrics: Map<String, Value>,
+}
+
+impl Finding {
+    fn new(status: Status, reason: impl Into<String>) -> Self {
+        Finding { status, reason: reason.into(), details: Vec::new(), metrics: Map::new() }
+    }
+    pub(crate) fn pass(reason: impl Into<String>) -> Self {
+        Finding::new(Status::Pass, reason)
+    }
+    pub(crate) fn warn(reason: impl Into<String>) -> Self {
+        Finding::new(Status::Warn, reason)
+    }
+    pub(crate) fn fail(reason: impl Into<String>) -> Self {
+        Finding::new(Status::Fail, reason)
+    }
+    pub(crate) fn skip(reason: impl Into<String>) -> Self {
+        Finding::new(Status::Skip, reason)
+    }
+    /// Adds particulars (at most [`MAX_DETAILS`], then a count of the rest).
+    pub(crate) fn details(mut self, details: Vec<String>) -> Self {
+        let extra = details.len().saturating_sub(MAX_DETAILS);
+        self.details = details.into_iter().take(MAX_DETAILS).collect();
+        if extra > 0 {
+            self.details.push(format!("and {extra} more"));
+        }
+        self
+    }
+    pub(crate) fn metric(mut self, name: &str, value: impl Into<Value>) -> Self {
+        self.metrics.insert(name.to_owned(), value.into());
+        self
+    }
+}
+
+/// Detail lines kept per case.
+const MAX_DETAILS: usize = 8;
+
+/// The cases found so far.
+pub(crate) struct Recorder {
+    cases: Vec<Case>,
+}
+
+impl Recorder {
+    /// Runs one check and records it, timed.
+    pub(crate) fn check(&mut self, id: CaseId, check: impl FnOnce() -> Finding) -> Status {
+        let started = Instant::now();
+        let finding = check();
+        let status = finding.status;
+        self.cases.push(Case {
+            id,
+            status,
+            reason: finding.reason,
+            details: finding.details,
+            metrics: finding.metrics,
+            seconds: report::seconds(started.elapsed()),
+        });
+        status
+    }
+
+    /// Records every case not run yet as skipped, because of `why`.
+    fn skip_rest(&mut self, why: &str) {
+        for &id in CaseId::ALL {
+            if !self.cases.iter().any(|c| c.id == id) {
+                self.check(id, || Finding::skip(why));
+            }
+        }
+    }
+}
+
+/// Runs every check against the provider that `use_` names (a library path
+/// and symbol, or `builtin:Name`; relative paths are taken from the current
+/// directory), constructed from `config`.
+pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report {
+    let started = Instant::now();
+    let mut recorder = Recorder { cases: Vec::new() };
+    let mut report =
+        Report { use_: use_.to_owned(), provider: None, abi_version: None, cases: Vec::new(), seconds: 0.0 };
+    let mut located = None;
+    recorder.check(CaseId::Load, || match locate(use_, Path::new(".")) {
+        Ok(descriptor) => {
+            let finding = Finding::pass(format!("loaded {}", descriptor.source));
+            located = Some(descriptor);
+            finding
+        }
+        Err(error) => Finding::fail(error.to_string()),
+    });
+    match located {
+        None => recorder.skip_rest("the provider could not be loaded (see load)"),
+        Some(descriptor) => {
+            let (major, minor) = descriptor.abi_version();
+            report.provider = Some(descriptor.name().to_owned());
+            report.abi_version = Some(format!("{major}.{minor}"));
+            match construction::check(&mut recorder, &descriptor, config, options) {
+                None => recorder.skip_rest("the provider could not be constructed (see construction.config)"),
+                Some(loaded) => evaluation::check(&mut recorder, &loaded, options),
+            }
+        }
+    }
+    report.cases = recorder.cases;
+    report.seconds = report::seconds(started.elapsed());
+    report
+}
+
+/// Runs [`run`] and panics with the text report when a case fails: one
+/// line in a provider crate's `cargo test`.
+pub fn assert_conforms(use_: &str, config: &Map<String, Value>) -> Report {
+    let report = run(use_, config, &Options::quick());
+    assert!(report.passed(), "the provider does not conform:\n{}", report.to_text());
+    report
+}
+
+/// The `cdylib` that cargo built for the crate being tested, by its library
+/// name (`my_provider` for `libmy_provider.so`): integration tests run from
+/// `target/<profile>/deps/`, and the library sits there or one level up.
+/// Panics, saying where it looked, when the library is not there.
+pub fn cdylib(lib_name: &str) -> PathBuf {
+    let file = format!("{}{lib_name}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let exe = std::env::current_exe().expect("the path of the running test executable");
+    let deps = exe.parent().expect("the test executable's directory");
+    let candidates = [deps.to_path_buf(), deps.parent().unwrap_or(deps).to_path_buf()];
+    for dir in &candidates {
+        let candidate = dir.join(&file);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "{file} is not in {} or {}; is the crate's `crate-type` `[\"cdylib\", \"rlib\"]` and the test run by cargo?",
+        candidates[0].display(),
+        candidates[1].display()
+    );
+}

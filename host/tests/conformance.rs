@@ -1,0 +1,245 @@
+//! The conformance kit against real libraries: every good plugin passes,
+//! every member of the seeded-fault zoo is flagged by the right case, and
+//! the reports (text, JSON, JUnit XML) and exit codes are right.
+
+mod support;
+
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use guardhost::conformance::{self, CaseId, Options, Report, Status};
+use serde_json::{json, Map, Value};
+use support::{object, use_of};
+
+/// One kit run at a time: the memory check reads the whole process's
+/// resident memory, which a concurrent run (a leaking zoo member) would move.
+fn exclusive() -> MutexGuard<'static, ()> {
+    static KIT: Mutex<()> = Mutex::new(());
+    KIT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn options() -> Options {
+    Options {
+        iterations: 2_000,
+        call_timeout: Duration::from_millis(300),
+        case_time_limit: Duration::from_secs(1),
+        ..Options::default()
+    }
+}
+
+fn run(use_: &str, config: Map<String, Value>) -> Report {
+    conformance::run(use_, &config, &options())
+}
+
+fn zoo(symbol: &str) -> String {
+    use_of("guardhost_zoo", symbol)
+}
+
+#[track_caller]
+fn assert_clean(report: &Report) {
+    let not_passed: Vec<_> = report.cases.iter().filter(|c| c.status != Status::Pass).collect();
+    assert!(not_passed.is_empty(), "{}", report.to_text());
+    assert_eq!(report.cases.len(), CaseId::ALL.len());
+}
+
+#[test]
+fn every_plugin_of_the_workspace_passes_cleanly() {
+    let _one = exclusive();
+    let allowlist = use_of("guardhost_allowlist", "AllowlistProvider");
+    for (use_, config) in [
+        (allowlist.clone(), json!({})),
+        (allowlist.clone(), json!({"denied_tools": ["bash", "write_file"]})),
+        (allowlist, json!({"allowed_tools": ["read_file", "ls"]})),
+        ("builtin:AllowlistProvider".to_owned(), json!({"denied_tools": ["bash"]})),
+        (use_of("blocked_prefixes", "MyGuardrailProvider"), json!({"blocked_prefixes": ["bash", "write_"]})),
+        (zoo("VolatileDeclared"), json!({})),
+    ] {
+        let report = run(&use_, object(config));
+        assert_clean(&report);
+        assert!(report.passed());
+    }
+}
+
+#[test]
+fn every_zoo_member_is_flagged_by_its_case() {
+    let _one = exclusive();
+    let cases = [
+        ("PanicsOnInput", CaseId::EvaluationPanics, Status::Fail),
+        ("Hangs", CaseId::EvaluationCorpus, Status::Fail),
+        ("Nondeterministic", CaseId::Determinism, Status::Fail),
+        ("SyncAsyncDisagree", CaseId::SyncAsyncAgreement, Status::Fail),
+        ("EmptyReasons", CaseId::DecisionHygiene, Status::Warn),
+        ("LeaksMemory", CaseId::Memory, Status::Fail),
+        ("NotThreadSafe", CaseId::ThreadSafety, Status::Fail),
+        ("BadCodes", CaseId::DecisionHygiene, Status::Fail),
+        ("Slow", CaseId::Latency, Status::Fail),
+        ("PanicsInConstructor", CaseId::ConstructionConfig, Status::Fail),
+        ("RejectsFramework", CaseId::DescriptorFramework, Status::Fail),
+        ("IgnoresUnknownKeys", CaseId::ConstructionUnknownKey, Status::Warn),
+        ("PanicsOnBadValue", CaseId::ConstructionErrors, Status::Fail),
+    ];
+    for (symbol, id, expected) in cases {
+        let report = run(&zoo(symbol), Map::new());
+        let case = report.case(id).unwrap();
+        assert_eq!(case.status, expected, "{symbol}: {}", report.to_text());
+        assert_eq!(report.passed(), expected != Status::Fail, "{symbol}");
+        // The kit ran every case, and nothing else failed before the fault.
+        assert_eq!(report.cases.len(), CaseId::ALL.len());
+        let first_failure = report.cases.iter().find(|c| c.status == Status::Fail).map(|c| c.id);
+        if expected == Status::Fail {
+            assert_eq!(first_failure, Some(id), "{symbol}: {}", report.to_text());
+        } else {
+            assert_eq!(first_failure, None, "{symbol}: {}", report.to_text());
+        }
+    }
+}
+
+#[test]
+fn the_findings_say_what_was_wrong() {
+    let _one = exclusive();
+    let reason = |symbol: &str, id: CaseId| {
+        let report = run(&zoo(symbol), Map::new());
+        let case = report.case(id).unwrap().clone();
+        format!("{} | {}", case.reason, case.details.join(" | "))
+    };
+    let hangs = reason("Hangs", CaseId::EvaluationCorpus);
+    assert!(hangs.contains("tool:web_fetch: hung: no answer within 300 ms"), "{hangs}");
+    let panics = reason("PanicsOnInput", CaseId::EvaluationPanics);
+    assert!(
+        panics.contains("name:unicode (evaluate): provider panicked: evaluate: cannot handle"),
+        "{panics}"
+    );
+    let leak = reason("LeaksMemory", CaseId::Memory);
+    assert!(leak.contains("bytes per evaluation") && leak.contains("a leak"), "{leak}");
+    let slow = reason("Slow", CaseId::Latency);
+    assert!(slow.contains("p99 exceeds the budget of 1000 µs"), "{slow}");
+    let codes = reason("BadCodes", CaseId::DecisionHygiene);
+    assert!(codes.contains("tool:bash: code `blocked <&>\\u{1}` is not namespaced"), "{codes}");
+}
+
+#[test]
+fn broken_descriptors_fail_load_with_their_own_error_and_skip_the_rest() {
+    let _one = exclusive();
+    for (symbol, expected) in [
+        ("WrongMajor", "built for guardhost provider ABI 99.3"),
+        ("WrongLayout", "do not match this host's ABI layout"),
+        ("PanicAbort", "panic = \"abort\""),
+        ("NotADescriptor", "is not a guardhost provider descriptor"),
+        ("NoSuchSymbol", "exports no symbol `NoSuchSymbol`"),
+    ] {
+        let report = run(&use_of("guardhost_bad_descriptors", symbol), Map::new());
+        let load = report.case(CaseId::Load).unwrap();
+        assert_eq!(load.status, Status::Fail);
+        assert!(load.reason.contains(expected), "{symbol}: {}", load.reason);
+        assert!(report.cases[1..].iter().all(|c| c.status == Status::Skip), "{}", report.to_text());
+    }
+    let missing = run("no/such/libfoo.so:Foo", Map::new());
+    assert!(missing.case(CaseId::Load).unwrap().reason.contains("no such file"));
+}
+
+#[test]
+fn a_library_built_against_abi_1_0_conforms() {
+    let _one = exclusive();
+    let report = run(&use_of("guardhost_bad_descriptors", "AbiOneZero"), Map::new());
+    assert_clean(&report);
+    assert_eq!(report.abi_version.as_deref(), Some("1.0"));
+}
+
+#[test]
+fn junit_output_is_valid_xml_with_one_testcase_per_case() {
+    let _one = exclusive();
+    for (symbol, failures, skipped) in
+        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 8), ("VolatileDeclared", 0, 0)]
+    {
+        let report = run(&zoo(symbol), Map::new());
+        let xml = report.to_junit();
+        let document = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{symbol}: {e}\n{xml}"));
+        let count = |tag: &str| document.descendants().filter(|n| n.has_tag_name(tag)).count();
+        assert_eq!(count("testcase"), CaseId::ALL.len());
+        assert_eq!(count("failure"), failures, "{symbol}");
+        assert_eq!(count("skipped"), skipped, "{symbol}");
+        let suite = document.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
+        assert_eq!(suite.attribute("failures"), Some(failures.to_string().as_str()));
+        if symbol == "BadCodes" {
+            let failure = document.descendants().find(|n| n.has_tag_name("failure")).unwrap();
+            assert!(failure.text().unwrap().contains("code `blocked <&>\\u{1}`"));
+        }
+    }
+}
+
+#[test]
+fn json_output_carries_every_case_and_the_verdict() {
+    let _one = exclusive();
+    let report = run(&zoo("Slow"), Map::new());
+    let value: Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(value["passed"], json!(false));
+    assert_eq!(value["provider"], json!("zoo-slow"));
+    let cases = value["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), CaseId::ALL.len());
+    let latency = cases.iter().find(|c| c["id"] == "latency").unwrap();
+    assert_eq!(latency["status"], "fail");
+    assert!(latency["metrics"]["p99_us"].as_f64().unwrap() >= 3000.0, "{latency}");
+}
+
+#[test]
+fn assert_conforms_passes_a_good_library_and_panics_with_the_report_on_a_bad_one() {
+    let _one = exclusive();
+    let report =
+        conformance::assert_conforms(&use_of("guardhost_allowlist", "AllowlistProvider"), &Map::new());
+    assert!(report.passed());
+    let failure = std::panic::catch_unwind(|| {
+        conformance::assert_conforms(&zoo("BadCodes"), &Map::new());
+    })
+    .unwrap_err();
+    let message = failure.downcast_ref::<String>().unwrap();
+    assert!(message.contains("FAIL  decisions.hygiene"), "{message}");
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_guardhost")).args(args).output().expect("guardhost runs")
+}
+
+#[test]
+fn the_command_exits_0_1_or_2_and_writes_every_format() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let allowlist = use_of("guardhost_allowlist", "AllowlistProvider");
+    let quick = ["--iterations", "500", "--call-timeout-ms", "300"];
+
+    let good =
+        cli(&[&["conformance", allowlist.as_str(), "--config", r#"{"denied_tools": ["bash"]}"#][..], &quick]
+            .concat());
+    assert_eq!(good.status.code(), Some(0), "{}", String::from_utf8_lossy(&good.stdout));
+    let text = String::from_utf8(good.stdout).unwrap();
+    assert!(text.contains("PASS  decisions.hygiene") && text.contains("15 cases: 15 pass"), "{text}");
+
+    let junit = dir.path().join("report.xml");
+    let bad = cli(&[
+        &["conformance", &zoo("BadCodes"), "--format", "junit", "--output", junit.to_str().unwrap()][..],
+        &quick,
+    ]
+    .concat());
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(bad.stdout.is_empty());
+    roxmltree::Document::parse(&std::fs::read_to_string(&junit).unwrap()).unwrap();
+
+    let config_file = support::write(dir.path(), "config.yaml", "blocked_prefixes: [bash]\n");
+    let json = cli(&[
+        &["conformance", &use_of("blocked_prefixes", "MyGuardrailProvider"), "--format", "json"][..],
+        &["--config-file", config_file.to_str().unwrap()],
+        &quick,
+    ]
+    .concat());
+    assert_eq!(json.status.code(), Some(0));
+    let value: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["passed"], json!(true));
+
+    let unusable = cli(&["conformance", &allowlist, "--config", "[1, 2]"]);
+    assert_eq!(unusable.status.code(), Some(2));
+    let stderr = String::from_utf8(unusable.stderr).unwrap();
+    assert!(stderr.contains("--config: a provider config must be a mapping of config keys"), "{stderr}");
+
+    let unwritable = cli(&["conformance", &allowlist, "--output", "/nonexistent-dir/report.txt"]);
+    assert_eq!(unwritable.status.code(), Some(2));
+}
