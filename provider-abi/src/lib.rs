@@ -69,7 +69,9 @@
 //! major version, minor versions may only append fields to
 //! [`ProviderFactory`] below its last prefix field; a host reads such a field
 //! only when the library is new enough to have it, so a library built
-//! against 1.x loads in every 1.y host. Changing [`Request`], [`Decision`],
+//! against 1.x loads in every 1.y host (the loader's tests load a library
+//! that exports a 1.0 descriptor, with [`compat`]'s shape). 1.1 added
+//! [`Provider::VOLATILE_METADATA`]. Changing [`Request`], [`Decision`],
 //! [`Reason`], [`ProviderError`] or [`ProviderObject`] is a major change. The
 //! layout check at load time catches a library whose types differ from what
 //! its header claims.

@@ -78,6 +78,13 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The same request with `tool_input_json` set to `json` (a JSON object
+    /// as text); handy in provider unit tests.
+    pub const fn with_tool_input_json(mut self, json: &'a str) -> Self {
+        self.tool_input_json = RStr::from_str(json);
+        self
+    }
+
     /// The tool's name.
     pub fn tool_name(&self) -> &'a str {
         self.tool_name.as_str()

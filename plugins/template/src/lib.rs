@@ -7,7 +7,7 @@
 //! guardrails:
 //!   enabled: true
 //!   provider:
-//!     use: target/release/libguardhost_provider_template.so:TemplateProvider
+//!     use: target/release/lib<crate_name>.so:TemplateProvider
 //!     config:
 //!       denied_tools: [write_file]
 //!       blocked_patterns: ["rm -rf", "curl | sh"]
@@ -15,17 +15,9 @@
 //!
 //! Everything a provider needs is here: a config type (its fields are the
 //! config keys), a constructor that validates, `evaluate`, and one
-//! `export_provider!` line. See README.md for building and testing.
-//!
-//! ```
-//! use guardhost_abi::{Provider, Request};
-//! use guardhost_provider_template::{Config, Template};
-//!
-//! let provider = Template::new(Config { denied_tools: vec!["write_file".into()], ..Config::default() })?;
-//! assert!(!provider.evaluate(&Request::for_tool("write_file"))?.allow);
-//! assert!(provider.evaluate(&Request::for_tool("read_file"))?.allow);
-//! # Ok::<(), guardhost_abi::ProviderError>(())
-//! ```
+//! `export_provider!` line. `tests/conformance.rs` runs guardhost's
+//! conformance kit on the built library; README.md says how to make it
+//! yours.
 #![forbid(unsafe_code)]
 
 use guardhost_abi::{Decision, Provider, ProviderError, Request};
@@ -111,15 +103,13 @@ mod tests {
         })
         .unwrap();
         let input = bash("rm -rf /");
-        let mut request = Request::for_tool("bash");
-        request.tool_input_json = input.as_str().into();
-        let decision = provider.evaluate(&request).unwrap();
+        let decision = provider.evaluate(&Request::for_tool("bash").with_tool_input_json(&input)).unwrap();
         assert!(!decision.allow);
         assert_eq!(decision.reasons[0].code.as_str(), "oap.blocked_pattern");
 
         let input = bash("ls");
-        request.tool_input_json = input.as_str().into();
-        assert!(provider.evaluate(&request).unwrap().allow);
+        assert!(provider.evaluate(&Request::for_tool("bash").with_tool_input_json(&input)).unwrap().allow);
+        assert!(!provider.evaluate(&Request::for_tool("write_file")).unwrap().allow);
     }
 
     #[test]
