@@ -21,7 +21,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use guardhost_abi::{compat, flags, DescriptorHeader, ProviderDescriptor, ABI_MAJOR, FACTORY_LAYOUT, MAGIC};
+use guardhost_abi::{
+    compat, flags, DescriptorHeader, ProviderDescriptor, ABI_MAJOR, ABI_MINOR, FACTORY_LAYOUT, MAGIC,
+};
 
 /// Why a library could not serve as a provider.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -216,6 +218,8 @@ fn find_descriptor(
     let descriptor: &'static ProviderDescriptor = unsafe { &*address.cast::<ProviderDescriptor>() };
     // abi_stable accepts a factory with more fields than expected, not fewer:
     // check an older library against the shape of its own minor version.
+    // (Each new minor adds its predecessor's shape to `compat` and an arm here.)
+    const _: () = assert!(ABI_MINOR == 1, "add the previous minor's factory shape to the match below");
     let expected = match header.abi_minor {
         0 => compat::v1_0::FACTORY_LAYOUT,
         _ => FACTORY_LAYOUT,

@@ -19,17 +19,35 @@ fn exclusive() -> MutexGuard<'static, ()> {
     KIT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Generous limits: a debug build on a busy CI machine must not fail a good
+/// provider on time. The zoo members whose fault is time get tight ones.
 fn options() -> Options {
     Options {
         iterations: 2_000,
-        call_timeout: Duration::from_millis(300),
+        call_timeout: Duration::from_secs(2),
+        latency_budget: Duration::from_millis(50),
         case_time_limit: Duration::from_secs(1),
         ..Options::default()
     }
 }
 
+fn options_for(symbol: &str) -> Options {
+    match symbol {
+        "Hangs" | "HangsInConstructor" | "HangsListingKeys" => {
+            Options { call_timeout: Duration::from_millis(300), ..options() }
+        }
+        // It sleeps 3 ms per call.
+        "Slow" => Options { latency_budget: Duration::from_millis(1), ..options() },
+        _ => options(),
+    }
+}
+
 fn run(use_: &str, config: Map<String, Value>) -> Report {
     conformance::run(use_, &config, &options())
+}
+
+fn run_zoo(symbol: &str) -> Report {
+    conformance::run(&zoo(symbol), &Map::new(), &options_for(symbol))
 }
 
 fn zoo(symbol: &str) -> String {
@@ -78,9 +96,11 @@ fn every_zoo_member_is_flagged_by_its_case() {
         ("RejectsFramework", CaseId::DescriptorFramework, Status::Fail),
         ("IgnoresUnknownKeys", CaseId::ConstructionUnknownKey, Status::Warn),
         ("PanicsOnBadValue", CaseId::ConstructionErrors, Status::Fail),
+        ("HangsInConstructor", CaseId::ConstructionConfig, Status::Fail),
+        ("HangsListingKeys", CaseId::DescriptorKeys, Status::Fail),
     ];
     for (symbol, id, expected) in cases {
-        let report = run(&zoo(symbol), Map::new());
+        let report = run_zoo(symbol);
         let case = report.case(id).unwrap();
         assert_eq!(case.status, expected, "{symbol}: {}", report.to_text());
         assert_eq!(report.passed(), expected != Status::Fail, "{symbol}");
@@ -99,7 +119,7 @@ fn every_zoo_member_is_flagged_by_its_case() {
 fn the_findings_say_what_was_wrong() {
     let _one = exclusive();
     let reason = |symbol: &str, id: CaseId| {
-        let report = run(&zoo(symbol), Map::new());
+        let report = run_zoo(symbol);
         let case = report.case(id).unwrap().clone();
         format!("{} | {}", case.reason, case.details.join(" | "))
     };
@@ -107,7 +127,9 @@ fn the_findings_say_what_was_wrong() {
     assert!(hangs.contains("tool:web_fetch: hung: no answer within 300 ms"), "{hangs}");
     let panics = reason("PanicsOnInput", CaseId::EvaluationPanics);
     assert!(
-        panics.contains("name:unicode (evaluate): provider panicked: evaluate: cannot handle"),
+        panics.contains(
+            "name:unicode (evaluate, evaluate again, aevaluate): provider panicked: evaluate: cannot"
+        ),
         "{panics}"
     );
     let leak = reason("LeaksMemory", CaseId::Memory);
@@ -150,9 +172,9 @@ fn a_library_built_against_abi_1_0_conforms() {
 fn junit_output_is_valid_xml_with_one_testcase_per_case() {
     let _one = exclusive();
     for (symbol, failures, skipped) in
-        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 8), ("VolatileDeclared", 0, 0)]
+        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 10), ("VolatileDeclared", 0, 0)]
     {
-        let report = run(&zoo(symbol), Map::new());
+        let report = run_zoo(symbol);
         let xml = report.to_junit();
         let document = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{symbol}: {e}\n{xml}"));
         let count = |tag: &str| document.descendants().filter(|n| n.has_tag_name(tag)).count();
@@ -171,7 +193,7 @@ fn junit_output_is_valid_xml_with_one_testcase_per_case() {
 #[test]
 fn json_output_carries_every_case_and_the_verdict() {
     let _one = exclusive();
-    let report = run(&zoo("Slow"), Map::new());
+    let report = run_zoo("Slow");
     let value: Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(value["passed"], json!(false));
     assert_eq!(value["provider"], json!("zoo-slow"));
@@ -205,7 +227,7 @@ fn the_command_exits_0_1_or_2_and_writes_every_format() {
     let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let allowlist = use_of("guardhost_allowlist", "AllowlistProvider");
-    let quick = ["--iterations", "500", "--call-timeout-ms", "300"];
+    let quick = ["--iterations", "500", "--latency-budget-us", "50000"];
 
     let good =
         cli(&[&["conformance", allowlist.as_str(), "--config", r#"{"denied_tools": ["bash"]}"#][..], &quick]

@@ -52,9 +52,10 @@ pub struct ConformanceArgs {
     /// The latency check fails when p99 of one evaluation exceeds this.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     latency_budget_us: u64,
-    /// The memory check fails when resident memory grows by more than this
-    /// over the run.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
+    /// The memory check fails when resident memory grows by more than half
+    /// of this in each half of the run (so by about this much in all).
+    #[arg(long, value_name = "N", default_value_t = 4096,
+          value_parser = clap::value_parser!(u64).range(1..=(u64::MAX >> 10)))]
     memory_budget_kib: u64,
     /// A call that takes longer is abandoned and reported as hung.
     #[arg(long, value_name = "N", default_value_t = 2000)]
@@ -75,16 +76,26 @@ pub fn run(args: ConformanceArgs) -> Result<ExitCode, CliError> {
         call_timeout: Duration::from_millis(args.call_timeout_ms.max(1)),
         ..Options::default()
     };
+    // Open the output first: a kit run is wasted if its report cannot be kept.
+    let output =
+        match &args.output {
+            Some(path) => Some(std::fs::File::create(path).map_err(|source| CliError::Io {
+                what: format!("cannot write {}", path.display()),
+                source,
+            })?),
+            None => None,
+        };
     let report = conformance::run(&args.use_, &config, &options);
     let text = match args.format {
         Format::Text => report.to_text(),
         Format::Json => report.to_json(),
         Format::Junit => report.to_junit(),
     };
-    match &args.output {
-        Some(path) => std::fs::write(path, &text)
+    match (output, &args.output) {
+        (Some(mut file), Some(path)) => file
+            .write_all(text.as_bytes())
             .map_err(|source| CliError::Io { what: format!("cannot write {}", path.display()), source })?,
-        None => {
+        _ => {
             let mut stdout = std::io::stdout().lock();
             stdout
                 .write_all(text.as_bytes())

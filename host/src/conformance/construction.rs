@@ -30,8 +30,10 @@ fn construct_raw(
     let descriptor = descriptor.clone();
     match with_deadline(options.call_timeout, move || descriptor.construct_raw(&config).map(drop)) {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(failure)) if panicked(&failure) => Err(format!("panicked: {failure}")),
-        Ok(Err(failure)) => Err(format!("error: {failure}")),
+        Ok(Err(failure)) if panicked(&failure) => {
+            Err(format!("panicked: {}", shorten(&failure.to_string(), 500)))
+        }
+        Ok(Err(failure)) => Err(format!("error: {}", shorten(&failure.to_string(), 500))),
         Err(no_answer) => Err(format!("hung: {no_answer}")),
     }
 }
@@ -43,7 +45,8 @@ fn with(config: &Map<String, Value>, key: &str, value: Value) -> Map<String, Val
 }
 
 /// Runs the descriptor and construction cases; returns the provider built
-/// the way the host builds it, when that worked.
+/// the way the host builds it, when that worked (and `None` after recording
+/// `construction.config`'s failure: the later cases would prove nothing).
 pub(crate) fn check(
     recorder: &mut Recorder,
     descriptor: &Descriptor,
@@ -53,7 +56,7 @@ pub(crate) fn check(
     recorder.check(CaseId::DescriptorName, || name(descriptor.name()));
     let mut keys = None;
     recorder.check(CaseId::DescriptorKeys, || {
-        let (finding, listed) = accepted_keys(descriptor);
+        let (finding, listed) = accepted_keys(descriptor, options);
         keys = listed;
         finding
     });
@@ -70,25 +73,34 @@ pub(crate) fn check(
                 let injected = if provider.info.framework_injected { "injected" } else { "not injected" };
                 let finding = Finding::pass(format!(
                     "constructed '{}' from the given config (framework {injected})",
-                    provider.info.name
+                    shorten(&provider.info.name, 80)
                 ));
                 loaded = Some(provider);
                 finding
             }
             Ok(Err(BuildError::Constructor { message, panicked: true, .. })) => Finding::fail(format!(
-                "the constructor panicked ({message}); a constructor must return an error \
-                 (`Err(ProviderError::error(..))`) for a config it cannot use"
+                "the constructor panicked ({}); a constructor must return an error \
+                 (`Err(ProviderError::error(..))`) for a config it cannot use",
+                shorten(&message, 500)
             )),
             Ok(Err(error)) => Finding::fail(format!(
-                "{error}; pass a config the provider accepts with --config or --config-file"
+                "{}; pass a config the provider accepts with --config or --config-file",
+                shorten(&error.to_string(), 500)
             )),
             Err(no_answer) => Finding::fail(format!(
                 "the constructor did not return ({no_answer}); a constructor must not block"
             )),
         }
     });
-    recorder.check(CaseId::ConstructionUnknownKey, || unknown_key(descriptor, config, options));
-    recorder.check(CaseId::ConstructionErrors, || bad_config_values(descriptor, config, &keys, options));
+    loaded.as_ref()?;
+    // What the host would pass: the given config, plus `framework` when the
+    // provider takes it.
+    let mut base = config.clone();
+    if takes_framework && !base.contains_key(FRAMEWORK_KEY) {
+        base.insert(FRAMEWORK_KEY.to_owned(), Value::from(FRAMEWORK_VALUE));
+    }
+    recorder.check(CaseId::ConstructionUnknownKey, || unknown_key(descriptor, &base, options));
+    recorder.check(CaseId::ConstructionErrors, || bad_config_values(descriptor, &base, &keys, options));
     loaded
 }
 
@@ -109,18 +121,26 @@ fn name(name: &str) -> Finding {
     Finding::pass(format!("'{name}'"))
 }
 
-fn accepted_keys(descriptor: &Descriptor) -> (Finding, Option<Vec<String>>) {
-    let keys = match descriptor.accepted_keys() {
-        Ok(keys) => keys,
-        Err(failure) => {
+fn accepted_keys(descriptor: &Descriptor, options: &Options) -> (Finding, Option<Vec<String>>) {
+    let listing = {
+        let descriptor = descriptor.clone();
+        with_deadline(options.call_timeout, move || descriptor.accepted_keys())
+    };
+    let keys = match listing {
+        Ok(Ok(keys)) => keys,
+        Ok(Err(failure)) => {
             let what = if panicked(&failure) { "panicked" } else { "failed" };
             return (
                 Finding::fail(format!(
-                    "listing the accepted keys {what}: {failure}; override `Provider::accepted_keys` \
-                     when the config type cannot list its fields"
+                    "listing the accepted keys {what}: {}; override `Provider::accepted_keys` \
+                     when the config type cannot list its fields",
+                    shorten(&failure.to_string(), 500)
                 )),
                 None,
             );
+        }
+        Err(no_answer) => {
+            return (Finding::fail(format!("listing the accepted keys did not return ({no_answer})")), None)
         }
     };
     let mut problems = Vec::new();
@@ -132,7 +152,7 @@ fn accepted_keys(descriptor: &Descriptor) -> (Finding, Option<Vec<String>>) {
         }
     }
     let extra = if descriptor.accepts_extra_keys() { " and any other key" } else { "" };
-    let listed = if keys.is_empty() { "no keys".to_owned() } else { keys.join(", ") };
+    let listed = if keys.is_empty() { "no keys".to_owned() } else { shorten(&keys.join(", "), 500) };
     let finding = if problems.is_empty() {
         Finding::pass(format!("accepts {listed}{extra}"))
     } else {
@@ -173,31 +193,37 @@ fn unknown_key(descriptor: &Descriptor, config: &Map<String, Value>, options: &O
     let extended = with(config, UNKNOWN_KEY, json!("x"));
     if descriptor.accepts_extra_keys() {
         let host_side = {
-            let descriptor = descriptor.clone();
+            let (descriptor, extended) = (descriptor.clone(), extended.clone());
             with_deadline(options.call_timeout, move || descriptor.construct(&extended).map(drop))
         };
         return match host_side {
             Ok(Ok(())) => Finding::pass("takes any key, and an unknown one is accepted"),
             Ok(Err(error)) => Finding::fail(format!(
-                "declares that it takes any key, but the config with `{UNKNOWN_KEY}` was refused: {error}; \
-                 ignore keys you do not know, or set ACCEPTS_EXTRA_KEYS to false"
+                "declares that it takes any key, but the config with `{UNKNOWN_KEY}` was refused: {}; \
+                 ignore keys you do not know, or set ACCEPTS_EXTRA_KEYS to false",
+                shorten(&error.to_string(), 500)
             )),
             Err(no_answer) => Finding::fail(format!("the constructor did not return ({no_answer})")),
         };
     }
-    match descriptor.construct(&extended) {
-        Err(BuildError::UnknownKey { .. }) => {}
-        other => {
+    let host_side = {
+        let (descriptor, extended) = (descriptor.clone(), extended.clone());
+        with_deadline(options.call_timeout, move || descriptor.construct(&extended).map(drop))
+    };
+    match host_side {
+        Ok(Err(BuildError::UnknownKey { .. })) => {}
+        Ok(other) => {
             return Finding::fail(format!(
                 "the host did not refuse the unknown key `{UNKNOWN_KEY}` (got {})",
                 match other {
-                    Ok(_) => "a provider".to_owned(),
-                    Err(error) => error.to_string(),
+                    Ok(()) => "a provider".to_owned(),
+                    Err(error) => shorten(&error.to_string(), 500),
                 }
             ))
         }
+        Err(no_answer) => return Finding::fail(format!("the constructor did not return ({no_answer})")),
     }
-    match construct_raw(descriptor, with(config, UNKNOWN_KEY, json!("x")), options) {
+    match construct_raw(descriptor, extended, options) {
         Err(message) if message.starts_with("error:") => {
             Finding::pass("an unknown key is refused by the host, and by the constructor itself")
         }
@@ -223,13 +249,17 @@ fn bad_config_values(
     }
     let mut problems = Vec::new();
     let mut tried = 0;
-    for key in keys {
+    'keys: for key in keys {
         for value in bad_values() {
             tried += 1;
             let shown = shorten(&value.to_string(), 60);
             if let Err(message) = construct_raw(descriptor, with(config, key, value), options) {
                 if !message.starts_with("error:") {
-                    problems.push(format!("{key} = {shown}: {}", shorten(&message, 300)));
+                    problems.push(format!("{} = {shown}: {}", shorten(key, 60), shorten(&message, 300)));
+                }
+                if message.starts_with("hung:") {
+                    problems.push("stopped here: a constructor that hangs once is not called again".into());
+                    break 'keys;
                 }
             }
         }

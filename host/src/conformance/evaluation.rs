@@ -63,6 +63,11 @@ impl Outcome {
         }
     }
 
+    /// Whether the provider answered (a decision or a failure).
+    pub(crate) fn answered(&self) -> bool {
+        !matches!(self, Outcome::NoAnswer(_) | Outcome::NotSent(_))
+    }
+
     /// One line for a report.
     pub(crate) fn summary(&self) -> String {
         match self {
@@ -162,8 +167,9 @@ pub(crate) fn check(recorder: &mut Recorder, loaded: &LoadedProvider, options: &
         let third = pass(provider, &probes, &no_answers(&second), Path::Sync, &volatile, options);
         let mut differences = compare(&probes, &first, &second, "first", "second").unwrap_or_default();
         differences.extend(compare(&probes, &second, &third, "second", "third").unwrap_or_default());
+        let compared = (0..probes.len()).filter(|&i| first[i].answered() && second[i].answered()).count();
         unstable = (0..probes.len())
-            .filter(|&i| !first[i].agrees_with(&second[i]) || !second[i].agrees_with(&third[i]))
+            .filter(|&i| differs(&first[i], &second[i]) || differs(&second[i], &third[i]))
             .collect();
         hung.extend(no_answers(&third));
         again = second;
@@ -172,8 +178,10 @@ pub(crate) fn check(recorder: &mut Recorder, loaded: &LoadedProvider, options: &
         } else {
             format!("ignoring the declared volatile metadata {}", volatile.join(", "))
         };
-        if differences.is_empty() {
-            Finding::pass(format!("every request decided the same way three times over ({declared})"))
+        if compared == 0 {
+            Finding::skip("no request was answered twice (see evaluation.corpus)")
+        } else if differences.is_empty() {
+            Finding::pass(format!("{compared} requests decided the same way three times over ({declared})"))
         } else {
             Finding::fail(format!(
                 "{} requests got a different decision when asked again ({declared}); decide from the \
@@ -191,6 +199,9 @@ pub(crate) fn check(recorder: &mut Recorder, loaded: &LoadedProvider, options: &
         let skip: BTreeSet<usize> = hung.union(&unstable).copied().collect();
         asynchronous = pass(provider, &probes, &skip, Path::Async, &volatile, options);
         let compared = probes.len() - skip.len();
+        if compared == 0 {
+            return Finding::skip("no request was answered alike every time on the sync path (see above)");
+        }
         compare(&probes, &first, &asynchronous, "evaluate", "aevaluate").map_or_else(
             || Finding::pass(format!("{compared} requests decided alike on both paths")),
             |differences| {
@@ -206,22 +217,30 @@ pub(crate) fn check(recorder: &mut Recorder, loaded: &LoadedProvider, options: &
     hung.extend(no_answers(&asynchronous));
 
     recorder.check(CaseId::EvaluationPanics, || {
-        let panics: Vec<String> =
-            [("evaluate", &first), ("evaluate again", &again), ("aevaluate", &asynchronous)]
-                .into_iter()
-                .flat_map(|(path, outcomes)| {
-                    outcomes.iter().zip(probes.iter()).filter_map(move |(o, p)| match o {
-                        Outcome::Panicked(m) => Some(format!("{} ({path}): {}", p.name, shorten(m, 200))),
-                        _ => None,
-                    })
-                })
-                .collect();
+        let runs = [("evaluate", &first), ("evaluate again", &again), ("aevaluate", &asynchronous)];
+        let mut panics = Vec::new();
+        let mut evaluations = 0;
+        for (i, probe) in probes.iter().enumerate() {
+            let mut paths = Vec::new();
+            let mut message = None;
+            for (path, outcomes) in runs {
+                if let Some(Outcome::Panicked(m)) = outcomes.get(i) {
+                    paths.push(path);
+                    message.get_or_insert(m);
+                }
+            }
+            if let Some(message) = message {
+                evaluations += paths.len();
+                panics.push(format!("{} ({}): {}", probe.name, paths.join(", "), shorten(message, 200)));
+            }
+        }
         if panics.is_empty() {
             Finding::pass("no evaluation panicked")
         } else {
             Finding::fail(format!(
-                "{} evaluations panicked; each was caught and answered by fail_closed, but a panic is \
-                 a bug: return `Err(ProviderError::error(..))` for input you cannot handle",
+                "{} requests made the provider panic ({evaluations} evaluations); each panic was caught \
+                 and answered by fail_closed, but a panic is a bug: return `Err(ProviderError::error(..))` \
+                 for input you cannot handle",
                 panics.len()
             ))
             .details(panics)
@@ -280,8 +299,14 @@ fn corpus_finding(probes: &[Probe], outcomes: &[Outcome]) -> Finding {
     finding.metric("requests", probes.len()).metric("allowed", allowed).metric("denied", denied)
 }
 
-/// The requests whose outcomes differ. Requests `a` got no answer for, or
-/// `b` did not send, are left out; a hang in `b` only is a difference.
+/// Whether a later outcome `b` differs from an earlier `a`. Nothing differs
+/// from a request `a` got no answer for, or one `b` did not send; a hang in
+/// `b` only is a difference.
+fn differs(a: &Outcome, b: &Outcome) -> bool {
+    a.answered() && !matches!(b, Outcome::NotSent(_)) && !a.agrees_with(b)
+}
+
+/// The requests whose outcomes differ, as report lines.
 fn compare(
     probes: &[Probe],
     a: &[Outcome],
@@ -289,11 +314,10 @@ fn compare(
     a_name: &str,
     b_name: &str,
 ) -> Option<Vec<String>> {
-    let unanswered = |o: &Outcome| matches!(o, Outcome::NoAnswer(_) | Outcome::NotSent(_));
     let differences: Vec<String> = probes
         .iter()
         .zip(a.iter().zip(b))
-        .filter(|(_, (x, y))| !unanswered(x) && !matches!(y, Outcome::NotSent(_)) && !x.agrees_with(y))
+        .filter(|(_, (x, y))| differs(x, y))
         .map(|(p, (x, y))| format!("{}: {a_name} {}; {b_name} {}", p.name, x.summary(), y.summary()))
         .collect();
     (!differences.is_empty()).then_some(differences)

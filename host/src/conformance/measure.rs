@@ -2,7 +2,8 @@
 //! evaluations of the everyday requests.
 
 use std::hint::black_box;
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::call::with_deadline;
@@ -79,45 +80,59 @@ fn thread_safety(work: &Arc<Workload>, baseline: Arc<Vec<Outcome>>, volatile: Ar
     let shared = work.clone();
     let result = with_deadline(work.deadline(), move || {
         let work = shared;
-        let barrier = Barrier::new(threads);
+        // Threads spin on `start` (rather than a barrier) so that a thread
+        // that cannot be spawned leaves none of the others waiting for ever.
+        let start = AtomicBool::new(false);
         let stop_at = Instant::now() + limit;
         std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (work, barrier, baseline, volatile) = (&work, &barrier, &baseline, &volatile);
-                    scope.spawn(move || {
-                        barrier.wait();
-                        let (mut done, mut wrong, mut examples) = (0, 0, Vec::new());
-                        for i in 0..per_thread {
-                            if Instant::now() > stop_at {
-                                break;
-                            }
-                            // Each thread walks the requests from another start.
-                            let k = (i + t * 7) % work.probes.len();
-                            let result = work.provider.evaluate(&work.probes[k].request);
-                            let outcome = Outcome::from_result(result, volatile);
-                            if !outcome.agrees_with(&baseline[k]) {
-                                wrong += 1;
-                                if examples.len() < 2 {
-                                    examples.push(format!(
-                                        "{} on thread {t}: {}; alone {}",
-                                        work.probes[k].name,
-                                        outcome.summary(),
-                                        baseline[k].summary()
-                                    ));
-                                }
-                            }
-                            done += 1;
+            let mut handles = Vec::new();
+            let mut spawn_error = None;
+            for t in 0..threads {
+                let (work, start, baseline, volatile) = (&work, &start, &baseline, &volatile);
+                let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
+                    while !start.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                    let (mut done, mut wrong, mut examples) = (0, 0, Vec::new());
+                    for i in 0..per_thread {
+                        if Instant::now() > stop_at {
+                            break;
                         }
-                        (done, wrong, examples)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+                        // Each thread walks the requests from another start.
+                        let k = (i + t * 7) % work.probes.len();
+                        let result = work.provider.evaluate(&work.probes[k].request);
+                        let outcome = Outcome::from_result(result, volatile);
+                        if !outcome.agrees_with(&baseline[k]) {
+                            wrong += 1;
+                            if examples.len() < 2 {
+                                examples.push(format!(
+                                    "{} on thread {t}: {}; alone {}",
+                                    work.probes[k].name,
+                                    outcome.summary(),
+                                    baseline[k].summary()
+                                ));
+                            }
+                        }
+                        done += 1;
+                    }
+                    (done, wrong, examples)
+                });
+                match spawned {
+                    Ok(handle) => handles.push(handle),
+                    Err(error) => {
+                        spawn_error = Some(error.to_string());
+                        break;
+                    }
+                }
+            }
+            start.store(true, Ordering::Release);
+            let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+            (results, spawn_error)
         })
     });
     let per_thread_results = match result {
-        Ok(results) => results,
+        Ok((_, Some(error))) => return Finding::fail(format!("cannot start {threads} threads: {error}")),
+        Ok((results, None)) => results,
         Err(no_answer) => {
             return Finding::fail(format!(
                 "concurrent evaluations did not finish ({no_answer}): a deadlock between threads?"
@@ -155,6 +170,12 @@ fn micros(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e8).round() / 100.0
 }
 
+/// The nearest-rank percentile of sorted, non-empty samples: the smallest
+/// sample that at least `q`% of them do not exceed.
+fn percentile(sorted: &[Duration], q: usize) -> Duration {
+    sorted[(sorted.len() * q).div_ceil(100).max(1) - 1]
+}
+
 fn latency(work: &Arc<Workload>) -> Finding {
     let planned = work.options.iterations.max(1);
     let limit = work.options.case_time_limit;
@@ -165,7 +186,7 @@ fn latency(work: &Arc<Workload>) -> Finding {
         for i in 0..work.probes.len().min(planned) {
             work.evaluate(i);
         }
-        let mut samples = Vec::with_capacity(planned);
+        let mut samples = Vec::with_capacity(planned.min(1 << 20));
         for i in 0..planned {
             if started.elapsed() > limit {
                 break;
@@ -184,7 +205,7 @@ fn latency(work: &Arc<Workload>) -> Finding {
         Err(no_answer) => return Finding::fail(format!("the evaluations did not finish ({no_answer})")),
     };
     samples.sort_unstable();
-    let at = |q: usize| samples[(samples.len() * q / 100).min(samples.len() - 1)];
+    let at = |q: usize| percentile(&samples, q);
     let (p50, p99, max) = (at(50), at(99), samples[samples.len() - 1]);
     let budget = work.options.latency_budget;
     let numbers = format!(
@@ -212,6 +233,9 @@ fn latency(work: &Arc<Workload>) -> Finding {
         .metric("evaluations", samples.len())
 }
 
+/// Fewer evaluations than this in a half of the memory check say nothing.
+const MIN_EVALUATIONS_PER_HALF: usize = 100;
+
 /// This process's resident memory, where the OS tells (Linux).
 fn resident_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -238,30 +262,45 @@ fn memory(work: &Arc<Workload>) -> Finding {
     let shared = work.clone();
     // Resident memory is the whole process's, so other threads can move it:
     // the growth must show in both halves of the run to count as a leak.
+    // The warm-up and each half get a third of the time limit.
     let measured = with_deadline(work.deadline(), move || {
         let work = shared;
-        let started = Instant::now();
-        for i in 0..(half / 5).max(100) {
-            work.evaluate(i);
-        }
-        let mut marks = vec![resident_bytes()];
+        let third = limit / 3;
         let mut done = 0;
-        for _ in 0..2 {
-            for _ in 0..half {
-                if started.elapsed() > limit {
+        let run = |count: usize, done: &mut usize| {
+            let started = Instant::now();
+            for _ in 0..count {
+                if started.elapsed() > third {
                     break;
                 }
-                work.evaluate(done);
-                done += 1;
+                work.evaluate(*done);
+                *done += 1;
             }
+        };
+        run((half / 5).max(100), &mut done);
+        let warm_up = done;
+        let mut marks = vec![resident_bytes()];
+        let mut halves = Vec::new();
+        for _ in 0..2 {
+            let before = done;
+            run(half, &mut done);
+            halves.push(done - before);
             marks.push(resident_bytes());
         }
-        (marks, done)
+        (marks, done - warm_up, halves)
     });
-    let (marks, done) = match measured {
-        Ok((marks, done)) => (marks.into_iter().collect::<Option<Vec<u64>>>().unwrap_or_default(), done),
+    let (marks, done, halves) = match measured {
+        Ok((marks, done, halves)) => {
+            (marks.into_iter().collect::<Option<Vec<u64>>>().unwrap_or_default(), done, halves)
+        }
         Err(no_answer) => return Finding::fail(format!("the evaluations did not finish ({no_answer})")),
     };
+    if halves.iter().any(|&n| n < MIN_EVALUATIONS_PER_HALF) {
+        return Finding::skip(format!(
+            "too slow to measure: {} and {} evaluations in the two halves, fewer than {MIN_EVALUATIONS_PER_HALF} each",
+            halves[0], halves[1]
+        ));
+    }
     let [start, middle, end] = marks[..] else {
         return Finding::skip("resident memory could not be read during the run");
     };
@@ -290,4 +329,22 @@ fn memory(work: &Arc<Workload>) -> Finding {
         .metric("evaluations", done)
         .metric("budget_bytes", budget)
         .metric("start_bytes", start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let samples: Vec<Duration> = (1..=200).map(Duration::from_micros).collect();
+        assert_eq!(percentile(&samples, 50), Duration::from_micros(100));
+        assert_eq!(percentile(&samples, 99), Duration::from_micros(198));
+        assert_eq!(percentile(&samples, 100), Duration::from_micros(200));
+        // With few samples, p99 is the largest, p50 the middle one.
+        let few = [Duration::from_micros(1), Duration::from_micros(2), Duration::from_micros(3)];
+        assert_eq!(percentile(&few, 99), Duration::from_micros(3));
+        assert_eq!(percentile(&few, 50), Duration::from_micros(2));
+        assert_eq!(percentile(&few[..1], 50), Duration::from_micros(1));
+    }
 }

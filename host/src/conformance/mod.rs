@@ -7,9 +7,10 @@
 //! and the edge cases of [`corpus`]), decision hygiene, sync/async
 //! agreement, determinism, thread safety, latency and memory. Each check is
 //! a [`Case`] that passes, warns or fails with a reason an author can act
-//! on. Nothing a provider does crashes the kit: panics come back as errors
-//! (the ABI catches them), and a call that hangs is abandoned after
-//! [`Options::call_timeout`].
+//! on. A panic comes back as an error (the ABI catches it) and a call that
+//! hangs is abandoned after [`Options::call_timeout`], so neither stops the
+//! kit; a provider that aborts the process or segfaults takes the kit down
+//! with it, as it would an in-process host.
 //!
 //! The `guardhost conformance` command runs this; so can a provider's own
 //! `cargo test`:
@@ -51,8 +52,9 @@ pub struct Options {
     pub iterations: usize,
     /// `latency` fails when the 99th percentile exceeds this.
     pub latency_budget: Duration,
-    /// `memory` fails when resident memory grows by more than this many
-    /// bytes over `iterations` evaluations.
+    /// `memory` fails when resident memory grows by more than half this many
+    /// bytes in each half of `iterations` evaluations (a steady leak of
+    /// about this much in all; a one-off jump in one half is not a leak).
     pub memory_budget: u64,
     /// A call that takes longer is abandoned and reported as hung.
     pub call_timeout: Duration,
@@ -177,7 +179,7 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
         None => recorder.skip_rest("the provider could not be loaded (see load)"),
         Some(descriptor) => {
             let (major, minor) = descriptor.abi_version();
-            report.provider = Some(descriptor.name().to_owned());
+            report.provider = Some(report::shorten(descriptor.name(), 80));
             report.abi_version = Some(format!("{major}.{minor}"));
             match construction::check(&mut recorder, &descriptor, config, options) {
                 None => recorder.skip_rest("the provider could not be constructed (see construction.config)"),

@@ -199,7 +199,7 @@ impl Report {
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{:.3}\">",
-            xml(&self.heading()),
+            xml(&self.heading(), true),
             self.cases.len(),
             self.seconds
         );
@@ -215,21 +215,21 @@ impl Report {
                 .join("\n");
             match case.status {
                 Status::Pass => {
-                    let _ = write!(out, "<system-out>{}</system-out>", xml(&body));
+                    let _ = write!(out, "<system-out>{}</system-out>", xml(&body, false));
                 }
                 Status::Warn => {
-                    let _ = write!(out, "<system-out>WARN: {}</system-out>", xml(&body));
+                    let _ = write!(out, "<system-out>WARN: {}</system-out>", xml(&body, false));
                 }
                 Status::Fail => {
                     let _ = write!(
                         out,
                         "<failure message=\"{}\" type=\"conformance\">{}</failure>",
-                        xml(&case.reason),
-                        xml(&body)
+                        xml(&case.reason, true),
+                        xml(&body, false)
                     );
                 }
                 Status::Skip => {
-                    let _ = write!(out, "<skipped message=\"{}\"/>", xml(&case.reason));
+                    let _ = write!(out, "<skipped message=\"{}\"/>", xml(&case.reason, true));
                 }
             }
             out.push_str("</testcase>\n");
@@ -239,10 +239,10 @@ impl Report {
     }
 }
 
-/// Text made safe for XML content and attribute values: markup characters
+/// Text made safe for XML content (or, with `attribute`, an attribute value): markup characters
 /// escaped, characters XML 1.0 cannot carry (most control characters)
 /// replaced by U+FFFD.
-fn xml(text: &str) -> String {
+fn xml(text: &str, attribute: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -251,6 +251,9 @@ fn xml(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            // Kept in content; in an attribute, a literal newline would be
+            // normalised to a space by every parser.
+            '\n' if attribute => out.push_str("&#10;"),
             '\t' | '\n' | '\r' => out.push(c),
             c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
             c => out.push(c),
@@ -288,7 +291,11 @@ mod tests {
 
     #[test]
     fn xml_escapes_markup_and_drops_what_xml_cannot_carry() {
-        assert_eq!(xml("a<b>&\"c'\u{0}\u{7}\té"), "a&lt;b&gt;&amp;&quot;c&apos;\u{FFFD}\u{FFFD}\té");
+        assert_eq!(
+            xml("a<b>&\"c'\u{0}\u{7}\té\n", false),
+            "a&lt;b&gt;&amp;&quot;c&apos;\u{FFFD}\u{FFFD}\té\n"
+        );
+        assert_eq!(xml("a\nb", true), "a&#10;b");
     }
 
     #[test]
