@@ -58,22 +58,27 @@ fn the_active_option_is_the_builtin_allowlist() {
 fn every_commented_option_works_as_documented() {
     let (_, text) = example();
     let blocks = commented_providers(&text);
-    assert_eq!(blocks.len(), 3, "{blocks:#?}");
+    assert_eq!(blocks.len(), 4, "{blocks:#?}");
 
-    // Option 2: the shipped libraries, from the build directory.
+    // Option 2: the shipped libraries, from the build directory; the OAP
+    // provider with the example passport.
     let built = support::library("guardhost_allowlist").parent().unwrap().to_path_buf();
-    for block in &blocks[..2] {
+    let passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/oap/passport.json");
+    for block in &blocks[..3] {
         assert!(block.contains("use: target/release/"), "{block}");
         let yaml = with_provider(&text, block);
         let base = built.join("../..");
-        let yaml = yaml.replace("target/release/", &format!("{}/", built.display()));
+        let yaml = yaml
+            .replace("target/release/", &format!("{}/", built.display()))
+            .replace("/etc/guardhost/passport.json", &passport.display().to_string());
         let config =
             LoadedConfig::from_yaml(&yaml, base, ConfigOrigin::File("example".into()), |_| None).unwrap();
         deny_bash(&config);
     }
+    assert!(blocks[2].contains("guardhost_oap:OAPGuardrailProvider"), "{}", blocks[2]);
 
     // Option 3: the secret comes from the environment, and is required.
-    let yaml = with_provider(&text, &blocks[2]);
+    let yaml = with_provider(&text, &blocks[3]);
     let missing = LoadedConfig::from_yaml(&yaml, "/".into(), ConfigOrigin::Embedded, |_| None).unwrap_err();
     assert!(
         matches!(missing, ConfigError::MissingEnvVar { ref var, .. } if var == "ACME_POLICY_KEY"),

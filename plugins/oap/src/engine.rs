@@ -1,0 +1,347 @@
+//! The evaluation pipeline: APort's steps in APort's order, first failure
+//! wins, then the mode.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use guardhost_abi::{Decision, Request};
+use serde_json::{json, Map, Value};
+
+use crate::config::{Config, Mode};
+use crate::generic::{GenericPack, GenericState, Verdict};
+use crate::mapping::{self, Route};
+use crate::packs::{self, command, deny, files, mcp, web, Denial, Limits};
+use crate::passport::{Passport, PassportError, PassportStore, Status, SPEC_VERSION};
+use crate::rate::RateLimiter;
+
+/// The largest tool-call context APort evaluates (the arguments as JSON; a
+/// file write's `content` is not counted, only its length is checked).
+pub const MAX_CONTEXT_BYTES: usize = 100 * 1024;
+
+/// A denial, and whether `warn` mode must keep it.
+struct Failure {
+    denial: Denial,
+    hard: bool,
+    policy_id: Option<String>,
+}
+
+impl Failure {
+    fn soft(denial: Denial, pack: &str) -> Self {
+        Failure { denial, hard: false, policy_id: Some(pack.to_owned()) }
+    }
+}
+
+/// Codes `warn` mode never turns into an allow.
+const HARD_CODES: &[&str] = &["oap.dangerous_operation", "oap.command_injection_detected"];
+
+/// The provider's state: config, passports, packs, counters.
+pub struct Engine {
+    mode: Mode,
+    passport_path: Option<PathBuf>,
+    default_passport: PathBuf,
+    tool_mapping: BTreeMap<String, String>,
+    packs: HashMap<String, Arc<GenericPack>>,
+    generic_state: GenericState,
+    passports: PassportStore,
+    rates: RateLimiter,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("mode", &self.mode)
+            .field("passport_path", &self.passport_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `~/x` → `$HOME/x`.
+fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// Loads every pack of `dir`: `<dir>/<name>/policy.json` and `<dir>/*.json`.
+fn load_packs(dir: &Path) -> Result<HashMap<String, Arc<GenericPack>>, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("policies_dir {} cannot be read: {e}", dir.display()))?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() && path.join("policy.json").is_file() {
+            files.push(path.join("policy.json"));
+        } else if path.extension().is_some_and(|e| e == "json") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    let mut packs = HashMap::new();
+    for file in files {
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let pack =
+            GenericPack::from_json(&text).map_err(|e| format!("policy pack {}: {e}", file.display()))?;
+        packs.insert(pack.id.clone(), Arc::new(pack));
+    }
+    if packs.is_empty() {
+        return Err(format!(
+            "policies_dir {} holds no policy packs (<pack>/policy.json or <pack>.json)",
+            dir.display()
+        ));
+    }
+    Ok(packs)
+}
+
+impl Engine {
+    /// Builds the engine; every config problem is an error naming the key.
+    pub fn new(config: Config) -> Result<Engine, String> {
+        let packs = match &config.policies_dir {
+            Some(dir) => load_packs(&expand_home(dir))?,
+            None => HashMap::new(),
+        };
+        for (tool, pack) in &config.tool_mapping {
+            if packs::known_capabilities(pack).is_none() && !packs.contains_key(pack) {
+                let known: Vec<&str> = packs::KNOWN_PACKS.iter().map(|(id, _)| *id).collect();
+                return Err(format!(
+                    "tool_mapping.{tool}: unknown policy pack `{pack}`; use one of {}, or a pack in policies_dir",
+                    known.join(", ")
+                ));
+            }
+        }
+        let passport_path = config.passport_path.as_deref().map(expand_home);
+        if let Some(path) = &passport_path {
+            Passport::from_path(path).map_err(|e| format!("passport_path: {e}"))?;
+        }
+        let framework = config.framework.as_deref().unwrap_or("deerflow");
+        let default_passport = expand_home(&format!("~/.aport/{framework}/aport/passport.json"));
+        Ok(Engine {
+            mode: config.mode,
+            passport_path,
+            default_passport,
+            tool_mapping: config.tool_mapping,
+            packs,
+            generic_state: GenericState::default(),
+            passports: PassportStore::default(),
+            rates: RateLimiter::default(),
+        })
+    }
+
+    /// Decides one call. Never fails: a problem with the passport or the
+    /// call is a denial (fail closed), which the mode may soften.
+    pub fn decide(&self, request: &Request<'_>) -> Decision {
+        let mut metadata = Map::new();
+        match self.evaluate(request, &mut metadata) {
+            Ok(pack) => Decision::allow()
+                .with_reason("oap.allowed", "All policy checks passed")
+                .with_policy_id(pack)
+                .with_metadata(metadata),
+            Err(failure) => self.apply_mode(failure, metadata),
+        }
+    }
+
+    fn apply_mode(&self, failure: Failure, mut metadata: Map<String, Value>) -> Decision {
+        let hard = failure.hard || HARD_CODES.contains(&failure.denial.code.as_str());
+        let soften = match self.mode {
+            Mode::Enforce => false,
+            Mode::Warn => !hard,
+            Mode::Observe => true,
+        };
+        let Denial { code, message } = failure.denial;
+        if !soften {
+            let decision = Decision::deny().with_reason(code, message).with_metadata(metadata);
+            return match failure.policy_id {
+                Some(policy) => decision.with_policy_id(policy),
+                None => decision,
+            };
+        }
+        let mode = self.mode.as_str();
+        metadata.insert("mode".into(), json!(mode));
+        metadata.insert(
+            "would_deny".into(),
+            json!({ "code": code, "message": message, "policy_id": failure.policy_id }),
+        );
+        let decision = Decision::allow()
+            .with_reason("oap.allowed", format!("{mode} mode: would have denied ({code}): {message}"))
+            .with_metadata(metadata);
+        match failure.policy_id {
+            Some(policy) => decision.with_policy_id(policy),
+            None => decision,
+        }
+    }
+
+    /// The passport file for this call.
+    fn passport_file<'r>(&'r self, request: &Request<'r>) -> std::borrow::Cow<'r, Path> {
+        if let Some(path) = &self.passport_path {
+            return path.as_path().into();
+        }
+        if let Some(agent) = request.agent_id().filter(|a| !a.is_empty()) {
+            let path = expand_home(agent);
+            if path.is_file() {
+                return path.into();
+            }
+        }
+        self.default_passport.as_path().into()
+    }
+
+    /// APort's steps; `Ok(pack id)` when every check passed.
+    fn evaluate(&self, request: &Request<'_>, metadata: &mut Map<String, Value>) -> Result<String, Failure> {
+        let tool = request.tool_name();
+        let hard = |denial: Denial, policy_id: Option<String>| Failure { denial, hard: true, policy_id };
+        if !valid_tool_name(tool) {
+            return Err(hard(
+                deny(
+                    "oap.invalid_tool_name",
+                    format!("tool name {tool:?} is not 1-128 characters of letters, digits, '.', '_' or '-'"),
+                ),
+                None,
+            ));
+        }
+        let args: Map<String, Value> = match serde_json::from_str(request.tool_input_json.as_str()) {
+            Ok(Value::Object(map)) => map,
+            _ => {
+                return Err(hard(
+                    deny("oap.invalid_context", "the tool arguments are not a JSON object"),
+                    None,
+                ))
+            }
+        };
+        // Where the tool goes without the passport (for messages on
+        // passport failures); MCP server names need the passport.
+        let provisional = mapping::route(tool, &self.tool_mapping, &[]).map(|r| r.pack_id().to_owned());
+        let counted = request.tool_input_json.len() - written_content_len(&args, provisional.as_deref());
+        if counted > MAX_CONTEXT_BYTES {
+            return Err(hard(
+                deny(
+                    "oap.context_too_large",
+                    format!("the tool arguments are {counted} bytes, over the limit of {MAX_CONTEXT_BYTES}"),
+                ),
+                provisional,
+            ));
+        }
+
+        let file = self.passport_file(request);
+        let passport = self.passports.get(&file).map_err(|e| match e {
+            PassportError::NotFound(_) => hard(
+                deny(
+                    "oap.passport_not_found",
+                    format!("{e}; set passport_path in the provider config or guardrails.passport"),
+                ),
+                provisional.clone(),
+            ),
+            PassportError::Invalid { .. } => {
+                hard(deny("oap.misconfigured", e.to_string()), provisional.clone())
+            }
+        })?;
+        metadata.insert("passport_id".into(), json!(passport.id));
+        if passport.status != Status::Active {
+            return Err(hard(
+                deny(
+                    "oap.passport_suspended",
+                    format!("passport {} is {}", passport.id, passport.status.as_str()),
+                ),
+                provisional,
+            ));
+        }
+        if passport.spec_version != SPEC_VERSION {
+            return Err(hard(
+                deny(
+                    "oap.misconfigured",
+                    format!(
+                        "passport spec_version {:?} is not supported (expected {SPEC_VERSION})",
+                        passport.spec_version
+                    ),
+                ),
+                provisional,
+            ));
+        }
+
+        let servers =
+            Limits(passport.limits_of("mcp.tool.execute")).strings("allowed_servers").unwrap_or_default();
+        let Some(route) = mapping::route(tool, &self.tool_mapping, &servers) else {
+            return Err(Failure {
+                denial: deny(
+                    "oap.unknown_capability",
+                    format!("tool '{tool}' maps to no policy pack; map it with tool_mapping"),
+                ),
+                hard: false,
+                policy_id: None,
+            });
+        };
+        let pack = route.pack_id().to_owned();
+        let generic = self.packs.get(&pack);
+        let required: Vec<&str> = match (generic, packs::known_capabilities(&pack)) {
+            (Some(g), _) => g.requires_capabilities.iter().map(String::as_str).collect(),
+            (None, Some(caps)) => caps.to_vec(),
+            (None, None) => Vec::new(),
+        };
+        if let Some(missing) = required.iter().find(|c| !passport.has_capability(c)) {
+            return Err(Failure::soft(
+                deny(
+                    "oap.unknown_capability",
+                    format!("passport {} lacks capability {missing}, which {pack} requires", passport.id),
+                ),
+                &pack,
+            ));
+        }
+
+        let limits = Limits(passport.limits_of(packs::limits_key(&pack)));
+        let limit_paths = |p: &str| passport.resolved_path(p, files::resolve);
+        let checked = match &route {
+            Route::WebSearch => web::check_search(&args)
+                .and_then(|()| self.rate(&passport, &pack, limits, "max_requests_per_minute")),
+            Route::Listing => files::check(&args, limits, files::Access::List, &limit_paths),
+            Route::Mcp { server, tool } => mcp::check(&args, limits, Some((server, tool)))
+                .and_then(|()| self.rate(&passport, &pack, limits, "max_calls_per_minute")),
+            Route::Pack(id) => match id.as_str() {
+                "system.command.execute.v1" => command::check(&args, limits),
+                "data.file.read.v1" => files::check(&args, limits, files::Access::Read, &limit_paths),
+                "data.file.write.v1" => files::check(&args, limits, files::Access::Write, &limit_paths),
+                "web.fetch.v1" => web::check_fetch(&args, limits)
+                    .and_then(|()| self.rate(&passport, &pack, limits, "max_requests_per_minute")),
+                "mcp.tool.execute.v1" => mcp::check(&args, limits, None)
+                    .and_then(|()| self.rate(&passport, &pack, limits, "max_calls_per_minute")),
+                _ => match generic {
+                    Some(g) => match g.evaluate(&passport.document, &args, &self.generic_state) {
+                        Verdict::Allow => Ok(()),
+                        Verdict::Deny { code, message } => Err(Denial { code, message }),
+                    },
+                    None => {
+                        metadata.insert("limits_checked".into(), json!(false));
+                        Ok(())
+                    }
+                },
+            },
+        };
+        checked.map_err(|denial| Failure::soft(denial, &pack))?;
+        Ok(pack)
+    }
+
+    /// Applies a per-minute limit, if the passport sets one.
+    fn rate(&self, passport: &Passport, pack: &str, limits: Limits<'_>, key: &str) -> packs::Checked {
+        let Some(per_minute) = limits.number(key) else { return Ok(()) };
+        if self.rates.admit(&format!("{}\u{0}{pack}", passport.id), per_minute) {
+            Ok(())
+        } else {
+            Err(deny("oap.rate_limit_exceeded", format!("more than {per_minute} calls per minute ({key})")))
+        }
+    }
+}
+
+/// APort's tool-name rule: 1 to 128 of `A-Z a-z 0-9 . _ -`.
+fn valid_tool_name(tool: &str) -> bool {
+    (1..=128).contains(&tool.len())
+        && tool.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// The bytes of a file write's `content` (not counted against the context
+/// limit: only its length is checked, against `max_file_size_mb`). Escapes
+/// in the JSON make the text a little longer than this, never shorter.
+fn written_content_len(args: &Map<String, Value>, pack: Option<&str>) -> usize {
+    if pack != Some("data.file.write.v1") {
+        return 0;
+    }
+    args.get("content").and_then(Value::as_str).map_or(0, str::len)
+}

@@ -1,0 +1,67 @@
+//! The Open Agent Passport (OAP) guardrail provider for guardhost: the
+//! policy engine DeerFlow's second provider option points at, deciding in
+//! microseconds what APort's reference evaluator decides in seconds.
+//!
+//! Exported as `OAPGuardrailProvider` (the name operators know from APort):
+//!
+//! ```yaml
+//! guardrails:
+//!   enabled: true
+//!   passport: /etc/agent/passport.json      # becomes the request's agent_id
+//!   provider:
+//!     use: target/release/libguardhost_oap.so:OAPGuardrailProvider
+//!     config:
+//!       mode: enforce                         # or warn, observe
+//! ```
+//!
+//! For each tool call, first failure wins (see the README for every code):
+//! 1. the tool name is 1-128 of `A-Za-z0-9._-` and the arguments at most
+//!    100 KB (a file write's `content` aside);
+//! 2. a valid passport: `passport_path`, else the request's `agent_id` when
+//!    it names a file, else `~/.aport/<framework>/aport/passport.json`; it
+//!    is re-read when the file changes, so a suspension applies to the next
+//!    call;
+//! 3. `status: active`; 4. `spec_version: oap/1.0`;
+//! 5. the tool maps to a policy pack ([`mapping`]); 6. the passport has
+//!    every capability the pack requires;
+//! 7. the pack's checks with `limits[<pack without .vN>]` ([`packs`]);
+//! 8. allow, `oap.allowed`, `policy_id` = the pack.
+//!
+//! Nothing is written to disk and every piece of state is behind a lock, so
+//! concurrent calls are safe.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod engine;
+pub mod generic;
+pub mod mapping;
+pub mod packs;
+pub mod passport;
+pub mod rate;
+
+use guardhost_abi::{Decision, Provider, ProviderError, Request};
+
+pub use config::{Config, Mode};
+pub use engine::Engine;
+
+/// The OAP provider.
+#[derive(Debug)]
+pub struct OapProvider {
+    engine: Engine,
+}
+
+impl Provider for OapProvider {
+    const NAME: &'static str = "oap";
+    type Config = Config;
+
+    fn new(config: Config) -> Result<Self, ProviderError> {
+        Engine::new(config).map(|engine| OapProvider { engine }).map_err(ProviderError::error)
+    }
+
+    fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError> {
+        Ok(self.engine.decide(request))
+    }
+}
+
+guardhost_abi::export_provider!(OAPGuardrailProvider, OapProvider);

@@ -1,0 +1,402 @@
+//! `data.file.read.v1` and `data.file.write.v1`: reading, listing and
+//! writing files.
+//!
+//! The path is taken from `file_path`, `path` or `image_path` (and every
+//! entry of `filepaths`, for DeerFlow's `present_files`), made absolute,
+//! `.` and `..` resolved and symlinks followed as far as the path exists.
+//!
+//! Reading, in APort's order: a path is given (`oap.missing_file_path`); it
+//! is not a directory (`oap.metadata_enumeration_unsupported`; listing with
+//! `ls` is the exception); it is not a secret file (`.env*`, `.ssh`, `.aws`,
+//! `*credentials*`, `id_rsa*`, `*.pem`, `*.key`: `oap.blocked_pattern`); it
+//! is no larger than `max_file_size_mb` (`oap.file_too_large`); it is under
+//! one of `allowed_paths` (`oap.path_not_allowed`); it matches none of the
+//! passport's `blocked_patterns` globs (`oap.blocked_pattern`).
+//!
+//! Writing: the same, then the size of what is written within
+//! `max_file_size_mb` (`oap.file_too_large`): DeerFlow sends no
+//! `content_length`, so it is taken from `content` (for `str_replace`, the
+//! file's size plus `new_str`, an upper bound); without either,
+//! `oap.missing_required_context`. Then `blocked_paths`
+//! (`oap.path_blocked`) and `allowed_extensions`
+//! (`oap.extension_not_allowed`).
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::{arg, deny, number_arg, Checked, Limits};
+
+/// What the call does with the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads a file.
+    Read,
+    /// Lists a directory (or reads a file's metadata).
+    List,
+    /// Writes a file.
+    Write,
+}
+
+/// Resolves a path named in the passport's limits (cached by the caller).
+pub type LimitPaths<'a> = &'a dyn Fn(&str) -> PathBuf;
+
+/// Checks a file call; `limit_paths` resolves `allowed_paths` and
+/// `blocked_paths` entries.
+pub fn check(
+    args: &Map<String, Value>,
+    limits: Limits<'_>,
+    access: Access,
+    limit_paths: LimitPaths<'_>,
+) -> Checked {
+    let paths = paths_of(args);
+    if paths.is_empty() {
+        return Err(deny("oap.missing_file_path", "the call names no file (`file_path` or `path`)"));
+    }
+    for path in paths {
+        check_one(args, &resolve(path), limits, access, limit_paths)?;
+    }
+    Ok(())
+}
+
+fn paths_of(args: &Map<String, Value>) -> Vec<&str> {
+    let mut paths: Vec<&str> = ["file_path", "path", "image_path"]
+        .iter()
+        .filter_map(|k| arg(args, k))
+        .filter(|p| !p.is_empty())
+        .collect();
+    if let Some(list) = args.get("filepaths").and_then(Value::as_array) {
+        paths.extend(list.iter().filter_map(Value::as_str).filter(|p| !p.is_empty()));
+    }
+    paths
+}
+
+fn check_one(
+    args: &Map<String, Value>,
+    path: &Path,
+    limits: Limits<'_>,
+    access: Access,
+    limit_paths: LimitPaths<'_>,
+) -> Checked {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).ok();
+    if access != Access::List && meta.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(deny(
+            "oap.metadata_enumeration_unsupported",
+            format!("{shown} is a directory; name a file"),
+        ));
+    }
+    if let Some(what) = secret_file(path) {
+        return Err(deny("oap.blocked_pattern", format!("{shown} is a secret file ({what})")));
+    }
+    let max_bytes = limits.number("max_file_size_mb").map(|mb| mb * 1024.0 * 1024.0);
+    if access == Access::Read {
+        if let (Some(max), Some(meta)) = (max_bytes, &meta) {
+            if meta.len() as f64 > max {
+                return Err(too_large(path, meta.len(), max));
+            }
+        }
+    }
+    let allowed = limits.strings("allowed_paths").unwrap_or_default();
+    if !allowed.iter().any(|a| matches!(a.trim(), "*" | "**") || path.starts_with(limit_paths(a))) {
+        let message = if allowed.is_empty() {
+            format!("{shown} is not allowed: the passport sets no allowed_paths")
+        } else {
+            format!("{shown} is outside allowed_paths ({})", allowed.join(", "))
+        };
+        return Err(deny("oap.path_not_allowed", message));
+    }
+    let text = path.to_string_lossy();
+    if let Some(pattern) =
+        limits.strings("blocked_patterns").unwrap_or_default().into_iter().find(|p| glob(p, &text))
+    {
+        return Err(deny("oap.blocked_pattern", format!("{shown} matches blocked pattern '{pattern}'")));
+    }
+    if access != Access::Write {
+        return Ok(());
+    }
+    if let Some(max) = max_bytes {
+        let Some(length) = written_length(args, meta.as_ref()) else {
+            return Err(deny(
+                "oap.missing_required_context",
+                "the passport limits file size, but the call carries no `content` or `content_length`",
+            ));
+        };
+        if length > max {
+            return Err(too_large(path, length as u64, max));
+        }
+    }
+    if let Some(blocked) = limits
+        .strings("blocked_paths")
+        .unwrap_or_default()
+        .into_iter()
+        .find(|b| path.starts_with(limit_paths(b)))
+    {
+        return Err(deny("oap.path_blocked", format!("{shown} is under blocked path {blocked}")));
+    }
+    if let Some(extensions) = limits.strings("allowed_extensions").filter(|e| !e.is_empty()) {
+        let extension = path.extension().map(|e| format!(".{}", e.to_string_lossy().to_lowercase()));
+        let ok = extension.as_deref().is_some_and(|ext| {
+            extensions.iter().any(|a| {
+                let a = a.trim().to_lowercase();
+                a == ext || format!(".{a}") == ext || a == "*"
+            })
+        });
+        if !ok {
+            return Err(deny(
+                "oap.extension_not_allowed",
+                format!("{shown} has an extension outside allowed_extensions ({})", extensions.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn too_large(path: &Path, bytes: u64, max: f64) -> super::Denial {
+    deny(
+        "oap.file_too_large",
+        format!(
+            "{} is {bytes} bytes, over the limit of {} bytes (max_file_size_mb)",
+            path.display(),
+            max as u64
+        ),
+    )
+}
+
+/// The bytes a write produces: `content_length`, else `content`'s length,
+/// else (for an edit) the file's size plus the new text.
+fn written_length(args: &Map<String, Value>, meta: Option<&std::fs::Metadata>) -> Option<f64> {
+    if let Some(length) = number_arg(args, "content_length") {
+        return Some(length);
+    }
+    if let Some(content) = arg(args, "content") {
+        return Some(content.len() as f64);
+    }
+    let new = arg(args, "new_str")?;
+    Some(meta.map_or(0, |m| m.len()) as f64 + new.len() as f64)
+}
+
+/// Which built-in secret-file rule `path` hits, if any.
+fn secret_file(path: &Path) -> Option<&'static str> {
+    for component in path.components() {
+        let Component::Normal(name) = component else { continue };
+        let name = name.to_string_lossy().to_lowercase();
+        if name == ".env" || name.starts_with(".env.") {
+            return Some(".env");
+        }
+        if name == ".ssh" || name == ".aws" {
+            return Some(if name == ".ssh" { ".ssh" } else { ".aws" });
+        }
+    }
+    let name = path.file_name()?.to_string_lossy().to_lowercase();
+    if name.contains("credentials") {
+        Some("credentials")
+    } else if name.starts_with("id_rsa") {
+        Some("id_rsa")
+    } else if name.ends_with(".pem") {
+        Some("*.pem")
+    } else if name.ends_with(".key") {
+        Some("*.key")
+    } else {
+        None
+    }
+}
+
+/// An absolute, normalised path: relative paths start at the working
+/// directory; `.` and `..` are resolved; symlinks are followed in the part
+/// of the path that exists.
+pub fn resolve(path: &str) -> PathBuf {
+    let path = Path::new(path.trim());
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(path)
+    };
+    let mut normal = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    // Follow symlinks in the longest existing ancestor.
+    let mut existing = normal.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut resolved = real;
+            resolved.extend(rest.iter().rev());
+            return resolved;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return normal,
+        }
+    }
+}
+
+/// Glob matching on `/`-separated paths: `**` is any number of segments,
+/// `*` any run of characters within a segment, `?` one character. A
+/// pattern without `/` matches any single segment (a file or directory
+/// name).
+pub fn glob(pattern: &str, path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let pattern = pattern.trim();
+    if !pattern.contains('/') {
+        return segments.iter().any(|s| segment(pattern, s));
+    }
+    let parts: Vec<&str> = pattern.split('/').filter(|s| !s.is_empty()).collect();
+    segments_match(&parts, &segments)
+}
+
+fn segments_match(pattern: &[&str], path: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => path.is_empty(),
+        Some((&"**", rest)) => (0..=path.len()).any(|skip| segments_match(rest, &path[skip..])),
+        Some((first, rest)) => {
+            path.split_first().is_some_and(|(p, tail)| segment(first, p) && segments_match(rest, tail))
+        }
+    }
+}
+
+fn segment(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    // Iterative wildcard matching with backtracking to the last `*`.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < t.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(args: Value, limits: Value, access: Access) -> Result<(), String> {
+        check(args.as_object().unwrap(), Limits(limits.as_object()), access, &|p| resolve(p))
+            .map_err(|d| d.code)
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob("**/.ssh/**", "/home/u/.ssh/id_ed25519"));
+        assert!(glob("**/.env", "/srv/app/.env"));
+        assert!(!glob("**/.env", "/srv/app/.env.example"));
+        assert!(glob("**/id_rsa*", "/home/u/id_rsa.pub"));
+        assert!(glob("*.pem", "/etc/ssl/cert.pem"));
+        assert!(glob("/tmp/*.txt", "/tmp/a.txt"));
+        assert!(!glob("/tmp/*.txt", "/tmp/sub/a.txt"));
+        assert!(glob("a?c", "/x/abc"));
+    }
+
+    #[test]
+    fn paths_are_normalised_before_they_are_compared() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let allowed = root.join("allowed");
+        std::fs::create_dir(&allowed).unwrap();
+        let limits = json!({"allowed_paths": [format!("{}/", allowed.display())]});
+        let inside = format!("{}/a.txt", allowed.display());
+        let escape = format!("{}/../secret.txt", allowed.display());
+        assert_eq!(run(json!({"path": inside}), limits.clone(), Access::Read), Ok(()));
+        assert_eq!(
+            run(json!({"path": escape}), limits.clone(), Access::Read),
+            Err("oap.path_not_allowed".into())
+        );
+        #[cfg(unix)]
+        {
+            let link = allowed.join("link");
+            std::os::unix::fs::symlink(&root, &link).unwrap();
+            let through = format!("{}/x.txt", link.display());
+            assert_eq!(
+                run(json!({"path": through}), limits.clone(), Access::Read),
+                Err("oap.path_not_allowed".into())
+            );
+        }
+        assert_eq!(
+            run(json!({"path": allowed.display().to_string()}), limits.clone(), Access::Read),
+            Err("oap.metadata_enumeration_unsupported".into())
+        );
+        assert_eq!(run(json!({"path": allowed.display().to_string()}), limits, Access::List), Ok(()));
+    }
+
+    #[test]
+    fn reads_follow_aports_order() {
+        let limits = json!({"allowed_paths": ["/data/"], "blocked_patterns": ["**/private/**"]});
+        assert_eq!(run(json!({}), limits.clone(), Access::Read), Err("oap.missing_file_path".into()));
+        assert_eq!(
+            run(json!({"path": "/data/.env"}), limits.clone(), Access::Read),
+            Err("oap.blocked_pattern".into())
+        );
+        assert_eq!(
+            run(json!({"file_path": "/data/x/server.key"}), limits.clone(), Access::Read),
+            Err("oap.blocked_pattern".into())
+        );
+        assert_eq!(
+            run(json!({"path": "/etc/passwd"}), limits.clone(), Access::Read),
+            Err("oap.path_not_allowed".into())
+        );
+        assert_eq!(
+            run(json!({"path": "/data/private/a"}), limits.clone(), Access::Read),
+            Err("oap.blocked_pattern".into())
+        );
+        assert_eq!(run(json!({"path": "/data/a.csv"}), limits.clone(), Access::Read), Ok(()));
+        assert_eq!(
+            run(json!({"filepaths": ["/data/a.csv", "/etc/shadow"]}), limits.clone(), Access::Read),
+            Err("oap.path_not_allowed".into())
+        );
+        assert_eq!(
+            run(json!({"path": "/data/a"}), json!({}), Access::Read),
+            Err("oap.path_not_allowed".into())
+        );
+        assert_eq!(run(json!({"path": "/anything"}), json!({"allowed_paths": ["*"]}), Access::Read), Ok(()));
+    }
+
+    #[test]
+    fn writes_take_their_size_from_the_content() {
+        let limits = json!({
+            "allowed_paths": ["/out/"], "blocked_paths": ["/out/locked/"], "allowed_extensions": [".md", "txt"],
+            "max_file_size_mb": 0.001
+        });
+        let write = |args: Value| run(args, limits.clone(), Access::Write);
+        assert_eq!(write(json!({"path": "/out/a.md", "content": "hello"})), Ok(()));
+        assert_eq!(write(json!({"path": "/out/a.TXT", "content": "hello"})), Ok(()));
+        assert_eq!(
+            write(json!({"path": "/out/a.md", "content": "x".repeat(2000)})),
+            Err("oap.file_too_large".into())
+        );
+        assert_eq!(write(json!({"path": "/out/a.md", "content_length": 10})), Ok(()));
+        assert_eq!(write(json!({"path": "/out/a.md"})), Err("oap.missing_required_context".into()));
+        assert_eq!(write(json!({"path": "/out/a.md", "old_str": "a", "new_str": "b"})), Ok(()));
+        assert_eq!(write(json!({"path": "/out/locked/a.md", "content": ""})), Err("oap.path_blocked".into()));
+        assert_eq!(
+            write(json!({"path": "/out/a.sh", "content": ""})),
+            Err("oap.extension_not_allowed".into())
+        );
+        assert_eq!(
+            write(json!({"path": "/out/noext", "content": ""})),
+            Err("oap.extension_not_allowed".into())
+        );
+    }
+}

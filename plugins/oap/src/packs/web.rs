@@ -1,0 +1,212 @@
+//! `web.fetch.v1`: fetching a URL (`web_fetch`), and searching
+//! (`web_search`, `image_search`), which APort checks as a fetch and so
+//! always denies (a query is not a URL).
+//!
+//! A fetch, in APort's order: a `url` (`oap.missing_required_context`);
+//! `http` or `https` (`oap.invalid_url`); not a private, loopback or
+//! link-local address, literal or `localhost` (`oap.private_network_destination`;
+//! names are not resolved, so no call waits on DNS); not under
+//! `blocked_domains` (`oap.domain_blocked`); under `allowed_domains` when
+//! set (exact, any subdomain, or a `*` glob: `oap.domain_not_allowed`); the
+//! `method` (default GET) in `allowed_methods` when set
+//! (`oap.method_not_allowed`). The rate limit is applied by the caller.
+//!
+//! A search needs a non-empty `query` (`oap.missing_required_context`); the
+//! domain checks do not apply to a query.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde_json::{Map, Value};
+
+use super::{arg, deny, Checked, Limits};
+
+/// Checks a fetch.
+pub fn check_fetch(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
+    let Some(url) = arg(args, "url").map(str::trim).filter(|u| !u.is_empty()) else {
+        return Err(deny("oap.missing_required_context", "the call has no `url` to check"));
+    };
+    let Some(host) = host_of(url) else {
+        return Err(deny("oap.invalid_url", format!("'{url}' is not an http or https URL")));
+    };
+    if let Some(what) = private_destination(&host) {
+        return Err(deny("oap.private_network_destination", format!("{host} is a {what} address")));
+    }
+    let blocked = limits.strings("blocked_domains").unwrap_or_default();
+    if let Some(domain) = blocked.iter().find(|d| domain_matches(&host, d)) {
+        return Err(deny("oap.domain_blocked", format!("{host} is under blocked domain {domain}")));
+    }
+    if let Some(allowed) = limits.strings("allowed_domains").filter(|a| !a.is_empty()) {
+        if !allowed.iter().any(|d| domain_matches(&host, d)) {
+            return Err(deny(
+                "oap.domain_not_allowed",
+                format!("{host} is not in allowed_domains ({})", allowed.join(", ")),
+            ));
+        }
+    }
+    if let Some(methods) = limits.strings("allowed_methods").filter(|m| !m.is_empty()) {
+        let method = arg(args, "method").unwrap_or("GET").to_ascii_uppercase();
+        if !methods.iter().any(|m| m.eq_ignore_ascii_case(&method)) {
+            return Err(deny(
+                "oap.method_not_allowed",
+                format!("method {method} is not in allowed_methods ({})", methods.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a search.
+pub fn check_search(args: &Map<String, Value>) -> Checked {
+    match arg(args, "query").map(str::trim) {
+        Some(q) if !q.is_empty() => Ok(()),
+        _ => Err(deny("oap.missing_required_context", "the search has no `query`")),
+    }
+}
+
+/// The lower-cased host of an `http(s)://` URL, brackets removed from IPv6.
+fn host_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        host_port.split(':').next()?
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    (!host.is_empty()).then_some(host)
+}
+
+/// What kind of non-public destination `host` is, if it is one.
+fn private_destination(host: &str) -> Option<&'static str> {
+    if host == "localhost" || host.ends_with(".localhost") {
+        return Some("loopback");
+    }
+    match host.parse::<IpAddr>().ok()? {
+        IpAddr::V4(ip) => private_v4(ip),
+        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+            Some(v4) => private_v4(v4),
+            None => private_v6(ip),
+        },
+    }
+}
+
+fn private_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let [a, b, ..] = ip.octets();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_private() || (a == 100 && (64..128).contains(&b)) {
+        Some("private")
+    } else if ip.is_link_local() {
+        Some("link-local")
+    } else if ip.is_unspecified() || ip.is_broadcast() || a == 0 {
+        Some("non-routable")
+    } else {
+        None
+    }
+}
+
+fn private_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    let first = ip.segments()[0];
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_unspecified() {
+        Some("non-routable")
+    } else if first & 0xfe00 == 0xfc00 {
+        Some("private")
+    } else if first & 0xffc0 == 0xfe80 {
+        Some("link-local")
+    } else {
+        None
+    }
+}
+
+/// Whether `host` is `domain`, a subdomain of it, or matches it as a glob
+/// (`*.example.com`).
+fn domain_matches(host: &str, domain: &str) -> bool {
+    let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
+    if domain.is_empty() {
+        return false;
+    }
+    if domain == "*" {
+        return true;
+    }
+    if let Some(suffix) = domain.strip_prefix("*.") {
+        return host.ends_with(&format!(".{suffix}"));
+    }
+    if domain.contains('*') {
+        return super::files::glob(&domain, host);
+    }
+    host == domain || host.ends_with(&format!(".{domain}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fetch(args: Value, limits: Value) -> Result<(), String> {
+        check_fetch(args.as_object().unwrap(), Limits(limits.as_object())).map_err(|d| d.code)
+    }
+
+    #[test]
+    fn urls_and_private_addresses() {
+        let none = json!({});
+        assert_eq!(fetch(json!({}), none.clone()), Err("oap.missing_required_context".into()));
+        for url in ["ftp://x.com/a", "file:///etc/passwd", "example.com", "https://"] {
+            assert_eq!(fetch(json!({ "url": url }), none.clone()), Err("oap.invalid_url".into()), "{url}");
+        }
+        for url in [
+            "http://localhost:8080/",
+            "http://127.0.0.1/",
+            "http://10.1.2.3/",
+            "http://192.168.0.1",
+            "http://172.16.5.4/x",
+            "http://169.254.169.254/latest/meta-data",
+            "http://[::1]/",
+            "http://[fd00::1]/",
+            "http://[::ffff:10.0.0.1]/",
+            "http://0.0.0.0/",
+            "http://100.64.0.1/",
+            "http://user@127.0.0.1/",
+            "http://app.localhost/",
+        ] {
+            assert_eq!(
+                fetch(json!({ "url": url }), none.clone()),
+                Err("oap.private_network_destination".into()),
+                "{url}"
+            );
+        }
+        assert_eq!(fetch(json!({"url": "https://example.com/docs"}), none), Ok(()));
+    }
+
+    #[test]
+    fn domains_and_methods() {
+        let limits = json!({
+            "allowed_domains": ["example.com", "*.docs.rs", "api.*.io"],
+            "blocked_domains": ["evil.example.com"],
+            "allowed_methods": ["GET", "HEAD"]
+        });
+        let f = |url: &str| fetch(json!({ "url": url }), limits.clone());
+        assert_eq!(f("https://example.com/"), Ok(()));
+        assert_eq!(f("https://www.example.com/"), Ok(()));
+        assert_eq!(f("https://serde.docs.rs/"), Ok(()));
+        assert_eq!(f("https://api.stripe.io/"), Ok(()));
+        assert_eq!(f("https://evil.example.com/"), Err("oap.domain_blocked".into()));
+        assert_eq!(f("https://notexample.com/"), Err("oap.domain_not_allowed".into()));
+        assert_eq!(f("https://EXAMPLE.com./"), Ok(()));
+        assert_eq!(
+            fetch(json!({"url": "https://example.com", "method": "post"}), limits),
+            Err("oap.method_not_allowed".into())
+        );
+    }
+
+    #[test]
+    fn a_search_needs_a_query() {
+        assert_eq!(check_search(json!({"query": "rust"}).as_object().unwrap()), Ok(()));
+        assert!(check_search(json!({"query": " "}).as_object().unwrap()).is_err());
+    }
+}

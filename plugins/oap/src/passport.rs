@@ -1,0 +1,408 @@
+//! Passports: reading and validating them, and a store that reloads a
+//! passport when its file changes, so a suspension takes effect on the next
+//! call (the kill switch).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+use serde_json::{Map, Value};
+
+/// The spec version this provider evaluates.
+pub const SPEC_VERSION: &str = "oap/1.0";
+
+/// A passport's `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Not yet in force.
+    Draft,
+    /// In force.
+    Active,
+    /// Stopped for now (the kill switch).
+    Suspended,
+    /// Stopped for good.
+    Revoked,
+}
+
+impl Status {
+    fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "draft" => Status::Draft,
+            "active" => Status::Active,
+            "suspended" => Status::Suspended,
+            "revoked" => Status::Revoked,
+            _ => return None,
+        })
+    }
+
+    /// Its name in the passport.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Draft => "draft",
+            Status::Active => "active",
+            Status::Suspended => "suspended",
+            Status::Revoked => "revoked",
+        }
+    }
+}
+
+/// A validated passport. The fields the checks use are typed; the whole
+/// document stays available for generic policy packs.
+#[derive(Debug)]
+pub struct Passport {
+    /// `passport_id`.
+    pub id: String,
+    /// `owner_id`.
+    pub owner_id: String,
+    /// `spec_version` (checked at evaluation, not at load: an unsupported
+    /// version is a denial, not a broken file).
+    pub spec_version: String,
+    /// `status`.
+    pub status: Status,
+    /// `assurance_level`.
+    pub assurance_level: String,
+    /// `capabilities[].id`.
+    pub capabilities: Vec<String>,
+    /// `limits`, keyed by capability id.
+    pub limits: Map<String, Value>,
+    /// The whole document.
+    pub document: Value,
+    /// Paths named in the limits (`allowed_paths`, `blocked_paths`),
+    /// resolved once per passport version: resolving follows symlinks,
+    /// which costs system calls.
+    resolved_paths: RwLock<HashMap<String, PathBuf>>,
+}
+
+/// Why a passport cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PassportError {
+    /// No file at the path.
+    NotFound(PathBuf),
+    /// The file exists but cannot be used (unreadable, not JSON, a field
+    /// missing or of the wrong type); the message names the field.
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl fmt::Display for PassportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PassportError::NotFound(path) => write!(f, "no passport at {}", path.display()),
+            PassportError::Invalid { path, message } => {
+                write!(f, "passport {} is invalid: {message}", path.display())
+            }
+        }
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The fields evaluation needs: a passport without one is unusable.
+const REQUIRED: &[(&str, &str)] =
+    &[("spec_version", "string"), ("status", "string"), ("capabilities", "list"), ("limits", "object")];
+
+/// The schema's other required fields. APort's own test passports leave
+/// some out (`regions`, `created_at`, `updated_at`, `version`) and its
+/// evaluator accepts them, so these are type-checked only when present.
+const TYPED: &[(&str, &str)] = &[
+    ("passport_id", "string"),
+    ("kind", "string"),
+    ("owner_id", "string"),
+    ("owner_type", "string"),
+    ("assurance_level", "string"),
+    ("regions", "list"),
+    ("created_at", "string"),
+    ("updated_at", "string"),
+    ("version", "string"),
+];
+
+fn has_type(value: &Value, expected: &str) -> bool {
+    match expected {
+        "string" => value.is_string(),
+        "list" => value.is_array(),
+        _ => value.is_object(),
+    }
+}
+
+impl Passport {
+    /// Validates a passport document. Fields the schema does not list
+    /// (`agent_id`, `never_expires`, `expires_at`, `metadata` ...) are
+    /// accepted. The error names the first field that is wrong.
+    pub fn from_value(document: Value) -> Result<Passport, String> {
+        let Value::Object(map) = &document else {
+            return Err(format!("the document must be a JSON object, found {}", json_type(&document)));
+        };
+        if let Some((field, _)) = REQUIRED.iter().find(|(field, _)| !map.contains_key(*field)) {
+            return Err(format!("required field `{field}` is missing"));
+        }
+        for (field, expected) in REQUIRED.iter().chain(TYPED) {
+            if let Some(value) = map.get(*field).filter(|v| !has_type(v, expected)) {
+                return Err(format!("field `{field}` must be a {expected}, found {}", json_type(value)));
+            }
+        }
+        let text = |field: &str| map.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let status = Status::parse(&text("status")).ok_or_else(|| {
+            format!(
+                "field `status` is {:?}; it must be one of draft, active, suspended, revoked",
+                text("status")
+            )
+        })?;
+        let mut capabilities = Vec::new();
+        for (i, capability) in map["capabilities"].as_array().into_iter().flatten().enumerate() {
+            match capability.get("id") {
+                Some(Value::String(id)) if !id.is_empty() => capabilities.push(id.clone()),
+                Some(other) => {
+                    return Err(format!(
+                        "field `capabilities[{i}].id` must be a non-empty string, found {}",
+                        json_type(other)
+                    ))
+                }
+                None => return Err(format!("field `capabilities[{i}].id` is missing")),
+            }
+            if let Some(params) = capability.get("params") {
+                if !params.is_object() {
+                    return Err(format!(
+                        "field `capabilities[{i}].params` must be an object, found {}",
+                        json_type(params)
+                    ));
+                }
+            }
+        }
+        let limits = map["limits"].as_object().cloned().unwrap_or_default();
+        for (capability, value) in &limits {
+            if !value.is_object() {
+                return Err(format!(
+                    "field `limits.{capability}` must be an object, found {}",
+                    json_type(value)
+                ));
+            }
+        }
+        if let Some((i, region)) = map
+            .get("regions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .find(|(_, r)| !r.is_string())
+        {
+            return Err(format!("field `regions[{i}]` must be a string, found {}", json_type(region)));
+        }
+        let id = text("passport_id");
+        Ok(Passport {
+            id: if id.is_empty() { "(no passport_id)".to_owned() } else { id },
+            owner_id: text("owner_id"),
+            spec_version: text("spec_version"),
+            status,
+            assurance_level: text("assurance_level"),
+            capabilities,
+            limits,
+            document,
+            resolved_paths: RwLock::default(),
+        })
+    }
+
+    /// `path` (from this passport's limits) resolved with `resolve`, cached
+    /// for as long as this version of the passport is in use.
+    pub fn resolved_path(&self, path: &str, resolve: impl FnOnce(&str) -> PathBuf) -> PathBuf {
+        if let Some(found) = self.resolved_paths.read().unwrap_or_else(|e| e.into_inner()).get(path) {
+            return found.clone();
+        }
+        let resolved = resolve(path);
+        self.resolved_paths
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path.to_owned(), resolved.clone());
+        resolved
+    }
+
+    /// Reads and validates a passport file.
+    pub fn from_path(path: &Path) -> Result<Passport, PassportError> {
+        let invalid = |message: String| PassportError::Invalid { path: path.to_path_buf(), message };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(PassportError::NotFound(path.to_path_buf()))
+            }
+            Err(e) => return Err(invalid(format!("cannot read it: {e}"))),
+        };
+        let document: Value =
+            serde_json::from_str(&text).map_err(|e| invalid(format!("it is not valid JSON: {e}")))?;
+        Passport::from_value(document).map_err(invalid)
+    }
+
+    /// Whether the passport lists a capability.
+    pub fn has_capability(&self, id: &str) -> bool {
+        self.capabilities.iter().any(|c| c == id)
+    }
+
+    /// The limits of one capability (`limits[<id>]`), if any.
+    pub fn limits_of(&self, capability: &str) -> Option<&Map<String, Value>> {
+        self.limits.get(capability).and_then(Value::as_object)
+    }
+}
+
+/// What identifies one version of a file on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    #[cfg(unix)]
+    inode: (u64, i64, i64),
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        #[cfg(unix)]
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            // A replaced file (rename over it) has a new inode; an edit in
+            // place changes ctime even within one mtime tick.
+            #[cfg(unix)]
+            inode: (meta.ino(), meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+struct Entry {
+    stamp: Stamp,
+    loaded: Result<Arc<Passport>, PassportError>,
+}
+
+/// Passports by path, each re-read when its file changes. Every call checks
+/// the file's metadata (one `stat`), so an edit (a suspension, a new limit)
+/// applies to the very next call; the file is parsed only when it changed.
+/// Safe to share between threads; no file is ever written.
+#[derive(Default)]
+pub struct PassportStore {
+    entries: RwLock<HashMap<PathBuf, Arc<Entry>>>,
+}
+
+impl fmt::Debug for PassportStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PassportStore").finish_non_exhaustive()
+    }
+}
+
+impl PassportStore {
+    /// The current passport at `path`.
+    pub fn get(&self, path: &Path) -> Result<Arc<Passport>, PassportError> {
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => meta,
+            Ok(_) => {
+                return Err(PassportError::Invalid {
+                    path: path.to_path_buf(),
+                    message: "it is not a file".into(),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(PassportError::NotFound(path.to_path_buf()))
+            }
+            Err(e) => {
+                return Err(PassportError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!("cannot stat it: {e}"),
+                })
+            }
+        };
+        let stamp = Stamp::of(&meta);
+        {
+            let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(entry) = entries.get(path).filter(|e| e.stamp == stamp) {
+                return entry.loaded.clone();
+            }
+        }
+        let loaded = Passport::from_path(path).map(Arc::new);
+        let entry = Arc::new(Entry { stamp, loaded: loaded.clone() });
+        self.entries.write().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), entry);
+        loaded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    pub(crate) fn valid() -> Value {
+        json!({
+            "passport_id": "p-1", "kind": "template", "spec_version": "oap/1.0", "owner_id": "o",
+            "owner_type": "org", "status": "active", "assurance_level": "L2",
+            "capabilities": [{"id": "system.command.execute", "params": {}}],
+            "limits": {"system.command.execute": {"allowed_commands": ["ls"]}},
+            "regions": ["US"], "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+            "version": "1.0.0", "never_expires": true
+        })
+    }
+
+    #[test]
+    fn a_valid_passport_with_extra_fields_loads() {
+        let p = Passport::from_value(valid()).unwrap();
+        assert_eq!(p.status, Status::Active);
+        assert!(p.has_capability("system.command.execute"));
+        assert_eq!(p.limits_of("system.command.execute").unwrap()["allowed_commands"], json!(["ls"]));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases: &[(&str, Value, &str)] = &[
+            ("status", Value::Null, "field `status` must be a string, found null"),
+            ("status", json!("paused"), "field `status` is \"paused\"; it must be one of"),
+            ("capabilities", json!([{"x": 1}]), "field `capabilities[0].id` is missing"),
+            (
+                "capabilities",
+                json!([{"id": "a", "params": 3}]),
+                "field `capabilities[0].params` must be an object",
+            ),
+            ("limits", json!({"a": []}), "field `limits.a` must be an object, found a list"),
+            ("regions", json!(["US", 1]), "field `regions[1]` must be a string, found a number"),
+        ];
+        for (field, value, expected) in cases {
+            let mut doc = valid();
+            doc[*field] = value.clone();
+            let error = Passport::from_value(doc).unwrap_err();
+            assert!(error.starts_with(expected), "{field}: {error}");
+        }
+        let mut doc = valid();
+        doc.as_object_mut().unwrap().remove("limits");
+        assert_eq!(Passport::from_value(doc).unwrap_err(), "required field `limits` is missing");
+        let mut doc = valid();
+        for field in ["regions", "created_at", "updated_at", "version", "passport_id"] {
+            doc.as_object_mut().unwrap().remove(field);
+        }
+        assert_eq!(Passport::from_value(doc).unwrap().id, "(no passport_id)");
+        assert!(Passport::from_value(json!([1])).unwrap_err().contains("must be a JSON object"));
+    }
+
+    #[test]
+    fn the_store_rereads_a_changed_file_and_reports_a_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("passport.json");
+        let store = PassportStore::default();
+        assert_eq!(store.get(&path).unwrap_err(), PassportError::NotFound(path.clone()));
+        std::fs::write(&path, valid().to_string()).unwrap();
+        assert_eq!(store.get(&path).unwrap().status, Status::Active);
+        let mut suspended = valid();
+        suspended["status"] = json!("suspended");
+        std::fs::write(&path, suspended.to_string()).unwrap();
+        assert_eq!(store.get(&path).unwrap().status, Status::Suspended);
+        std::fs::write(&path, "{").unwrap();
+        assert!(store.get(&path).unwrap_err().to_string().contains("is not valid JSON"));
+    }
+}
