@@ -236,6 +236,8 @@ impl Engine {
             }
         })?;
         metadata.insert("passport_id".into(), json!(passport.id));
+        metadata.insert("owner_id".into(), json!(passport.owner_id));
+        metadata.insert("assurance_level".into(), json!(passport.assurance_level));
         if passport.status != Status::Active {
             return Err(hard(
                 deny(

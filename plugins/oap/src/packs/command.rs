@@ -46,9 +46,7 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
             Some(_) => {}
         }
     }
-    if let Some(inner) =
-        substitutions(command).into_iter().find(|s| runs_any(s, DANGEROUS_IN_SUBSTITUTION))
-    {
+    if let Some(inner) = substitutions(command).into_iter().find(|s| runs_any(s, DANGEROUS_IN_SUBSTITUTION)) {
         return Err(deny(
             "oap.command_injection_detected",
             format!("command substitution runs a dangerous command: {}", inner.trim()),
