@@ -9,7 +9,7 @@ use guardhost_abi::{Decision, Request};
 use serde_json::{json, Map, Value};
 
 use crate::config::{Config, Mode};
-use crate::generic::{GenericPack, GenericState, Verdict};
+use crate::generic::{GenericPack, GenericState, RuleSupport, Verdict};
 use crate::mapping::{self, Route};
 use crate::packs::{self, command, deny, files, mcp, web, Denial, Limits};
 use crate::passport::{Passport, PassportError, PassportStore, Status, SPEC_VERSION};
@@ -211,7 +211,8 @@ impl Engine {
         // Where the tool goes without the passport (for messages on
         // passport failures); MCP server names need the passport.
         let provisional = mapping::route(tool, &self.tool_mapping, &[]).map(|r| r.pack_id().to_owned());
-        let counted = request.tool_input_json.len() - written_content_len(&args, provisional.as_deref());
+        let counted =
+            request.tool_input_json.len().saturating_sub(written_text_len(&args, provisional.as_deref()));
         if counted > MAX_CONTEXT_BYTES {
             return Err(hard(
                 deny(
@@ -305,20 +306,54 @@ impl Engine {
                     .and_then(|()| self.rate(&passport, &pack, limits, "max_requests_per_minute")),
                 "mcp.tool.execute.v1" => mcp::check(&args, limits, None)
                     .and_then(|()| self.rate(&passport, &pack, limits, "max_calls_per_minute")),
-                _ => match generic {
-                    Some(g) => match g.evaluate(&passport.document, &args, &self.generic_state) {
-                        Verdict::Allow => Ok(()),
-                        Verdict::Deny { code, message } => Err(Denial { code, message }),
-                    },
-                    None => {
-                        metadata.insert("limits_checked".into(), json!(false));
-                        Ok(())
-                    }
-                },
+                _ => self.generic(&passport, &pack, &required, generic.map(Arc::as_ref), &args, metadata),
             },
         };
         checked.map_err(|denial| Failure::soft(denial, &pack))?;
         Ok(pack)
+    }
+
+    /// A pack without native checks: its `policy.json` rules when
+    /// `policies_dir` holds it. Limits the provider cannot check (no
+    /// `policy.json`, or rules that are code in APort's evaluator) deny
+    /// rather than pass unchecked; without limits, the capability suffices.
+    fn generic(
+        &self,
+        passport: &Passport,
+        pack: &str,
+        required: &[&str],
+        generic: Option<&GenericPack>,
+        args: &Map<String, Value>,
+        metadata: &mut Map<String, Value>,
+    ) -> packs::Checked {
+        let limited = std::iter::once(packs::limits_key(pack))
+            .chain(required.iter().copied())
+            .any(|k| passport.limits.contains_key(k));
+        let Some(generic) = generic else {
+            if limited {
+                return Err(deny(
+                    "oap.misconfigured",
+                    format!("the passport sets limits for {pack}, which can only be checked from its policy.json: set policies_dir"),
+                ));
+            }
+            metadata.insert("limits_checked".into(), json!(false));
+            return Ok(());
+        };
+        if limited {
+            if let Some(rule) = generic.rules().find(|r| !matches!(r.support, RuleSupport::Evaluated)) {
+                return Err(deny(
+                    "oap.misconfigured",
+                    format!(
+                        "the passport sets limits for {pack}, but its rule {} cannot be checked here",
+                        rule.name
+                    ),
+                ));
+            }
+        }
+        match generic.evaluate(&passport.document, args, &self.generic_state) {
+            Verdict::Allow => Ok(()),
+            Verdict::Deny { code, message } => Err(Denial { code, message }),
+        }
     }
 
     /// Applies a per-minute limit, if the passport sets one.
@@ -338,12 +373,17 @@ fn valid_tool_name(tool: &str) -> bool {
         && tool.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// The bytes of a file write's `content` (not counted against the context
-/// limit: only its length is checked, against `max_file_size_mb`). Escapes
-/// in the JSON make the text a little longer than this, never shorter.
-fn written_content_len(args: &Map<String, Value>, pack: Option<&str>) -> usize {
+/// The bytes of the text a file write carries (`content`, and an edit's
+/// `old_str` / `new_str`): not counted against the context limit, since
+/// only its size is checked, against `max_file_size_mb`. Escapes in the
+/// JSON make the text a little longer than this, never shorter.
+fn written_text_len(args: &Map<String, Value>, pack: Option<&str>) -> usize {
     if pack != Some("data.file.write.v1") {
         return 0;
     }
-    args.get("content").and_then(Value::as_str).map_or(0, str::len)
+    ["content", "old_str", "new_str"]
+        .iter()
+        .filter_map(|k| args.get(*k).and_then(Value::as_str))
+        .map(str::len)
+        .sum()
 }

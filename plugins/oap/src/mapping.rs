@@ -2,12 +2,14 @@
 //!
 //! In order, first match wins:
 //! 1. the operator's `tool_mapping` (an exact name, or a prefix ending in `*`);
-//! 2. DeerFlow's names APort does not know: MCP tools as `mcp__<server>__<tool>`
-//!    or `<server>_<tool>` (for a server the passport's MCP limits list),
-//!    `web_search` / `image_search` (a query, not a URL), `ls` (listing a
-//!    directory), `task` (a sub-agent) and `ask_clarification` (a message to
-//!    the user);
-//! 3. APort's own table (`tool-pack-mapping.json`): the lower-cased name
+//! 2. DeerFlow's own tools (never taken for MCP tools): `web_search` /
+//!    `image_search` (a query, not a URL), `ls` (listing a directory), `task`
+//!    (a sub-agent), `ask_clarification` (a message to the user), the rest by
+//!    APort's table;
+//! 3. MCP tools as DeerFlow names them: `mcp__<server>__<tool>`, or
+//!    `<server>_<tool>` for a server the passport's MCP limits list (the
+//!    longest such server);
+//! 4. APort's own table (`tool-pack-mapping.json`): the lower-cased name
 //!    starts with one of a rule's prefixes or contains one of its substrings.
 //!
 //! A tool that matches nothing has no pack: `oap.unknown_capability`.
@@ -261,27 +263,37 @@ pub fn route(tool: &str, overrides: &BTreeMap<String, String>, mcp_servers: &[&s
     if let Some(pack) = override_for(tool, overrides) {
         return Some(Route::Pack(pack.to_owned()));
     }
-    if let Some(rest) = tool.strip_prefix("mcp__") {
-        if let Some((server, name)) = rest.split_once("__").filter(|(s, t)| !s.is_empty() && !t.is_empty()) {
-            return Some(Route::Mcp { server: server.to_owned(), tool: name.to_owned() });
-        }
-    }
-    for server in mcp_servers {
-        if let Some(name) =
-            tool.strip_prefix(server).and_then(|r| r.strip_prefix('_')).filter(|n| !n.is_empty())
-        {
-            return Some(Route::Mcp { server: (*server).to_owned(), tool: name.to_owned() });
-        }
-    }
+    // DeerFlow's own tools are never taken for MCP tools, whatever servers
+    // the passport names (a server called `web` must not turn `web_fetch`
+    // into an MCP call that skips the URL checks).
     match tool {
         "web_search" | "image_search" => return Some(Route::WebSearch),
         "ls" | "list_dir" => return Some(Route::Listing),
         "task" => return Some(Route::Pack("agent.session.create.v1".into())),
         "ask_clarification" => return Some(Route::Pack("messaging.message.send.v1".into())),
+        t if DEERFLOW_TOOLS.contains(&t) => return aport_pack(t).map(|pack| Route::Pack(pack.to_owned())),
         _ => {}
+    }
+    if let Some(rest) = tool.strip_prefix("mcp__") {
+        if let Some((server, name)) = rest.split_once("__").filter(|(s, t)| !s.is_empty() && !t.is_empty()) {
+            return Some(Route::Mcp { server: server.to_owned(), tool: name.to_owned() });
+        }
+    }
+    // `<server>_<tool>`, the longest matching server first.
+    let server = mcp_servers
+        .iter()
+        .filter(|s| !s.is_empty() && **s != "*")
+        .filter(|s| tool.strip_prefix(**s).and_then(|r| r.strip_prefix('_')).is_some_and(|n| !n.is_empty()))
+        .max_by_key(|s| s.len());
+    if let Some(server) = server {
+        return Some(Route::Mcp { server: (*server).to_owned(), tool: tool[server.len() + 1..].to_owned() });
     }
     aport_pack(tool).map(|pack| Route::Pack(pack.to_owned()))
 }
+
+/// DeerFlow's built-in tools that APort's table maps.
+const DEERFLOW_TOOLS: &[&str] =
+    &["bash", "write_file", "str_replace", "read_file", "web_fetch", "present_files", "view_image"];
 
 #[cfg(test)]
 mod tests {
@@ -336,6 +348,16 @@ mod tests {
             Some(Route::Mcp { server: "github".into(), tool: "create_issue".into() })
         );
         assert_eq!(pack("gitlab_create_issue"), None);
+        // A server named like a DeerFlow tool's prefix does not capture it.
+        let servers = ["web", "read", "bash", "git", "github"];
+        assert_eq!(route("web_fetch", &none, &servers), Some(Route::Pack("web.fetch.v1".into())));
+        assert_eq!(route("read_file", &none, &servers), Some(Route::Pack("data.file.read.v1".into())));
+        assert_eq!(route("web_search", &none, &servers), Some(Route::WebSearch));
+        // The longest server wins.
+        assert_eq!(
+            route("github_create_issue", &none, &servers),
+            Some(Route::Mcp { server: "github".into(), tool: "create_issue".into() })
+        );
         assert_eq!(route("mcp__x", &none, &[]), None);
         assert_eq!(route("frobnicate", &none, &[]), None);
     }

@@ -232,17 +232,7 @@ impl Passport {
 
     /// Reads and validates a passport file.
     pub fn from_path(path: &Path) -> Result<Passport, PassportError> {
-        let invalid = |message: String| PassportError::Invalid { path: path.to_path_buf(), message };
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(PassportError::NotFound(path.to_path_buf()))
-            }
-            Err(e) => return Err(invalid(format!("cannot read it: {e}"))),
-        };
-        let document: Value =
-            serde_json::from_str(&text).map_err(|e| invalid(format!("it is not valid JSON: {e}")))?;
-        Passport::from_value(document).map_err(invalid)
+        read(path).1
     }
 
     /// Whether the passport lists a capability.
@@ -280,8 +270,42 @@ impl Stamp {
     }
 }
 
+/// Reads a passport file: the stamp of the very file read (taken from the
+/// open handle, so it matches the text even if the path is replaced
+/// meanwhile), and the passport.
+fn read(path: &Path) -> (Option<Stamp>, Result<Passport, PassportError>) {
+    use std::io::Read;
+    let invalid = |message: String| PassportError::Invalid { path: path.to_path_buf(), message };
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return (None, Err(PassportError::NotFound(path.to_path_buf())))
+        }
+        Err(e) => return (None, Err(invalid(format!("cannot open it: {e}")))),
+    };
+    let stamp = match file.metadata() {
+        Ok(meta) if meta.is_file() => Stamp::of(&meta),
+        Ok(_) => return (None, Err(invalid("it is not a file".into()))),
+        Err(e) => return (None, Err(invalid(format!("cannot stat it: {e}")))),
+    };
+    let mut text = String::new();
+    if let Err(e) = file.read_to_string(&mut text) {
+        return (Some(stamp), Err(invalid(format!("cannot read it: {e}"))));
+    }
+    let passport = serde_json::from_str(&text)
+        .map_err(|e| invalid(format!("it is not valid JSON: {e}")))
+        .and_then(|document| Passport::from_value(document).map_err(invalid));
+    (Some(stamp), passport)
+}
+
+/// A file modified this recently may still change within the same
+/// timestamp tick (coarse file-system clocks), so its cache entry is not
+/// trusted: it is re-read on every call until it settles.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
 struct Entry {
     stamp: Stamp,
+    settled: bool,
     loaded: Result<Arc<Passport>, PassportError>,
 }
 
@@ -304,13 +328,7 @@ impl PassportStore {
     /// The current passport at `path`.
     pub fn get(&self, path: &Path) -> Result<Arc<Passport>, PassportError> {
         let meta = match std::fs::metadata(path) {
-            Ok(meta) if meta.is_file() => meta,
-            Ok(_) => {
-                return Err(PassportError::Invalid {
-                    path: path.to_path_buf(),
-                    message: "it is not a file".into(),
-                })
-            }
+            Ok(meta) => meta,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(PassportError::NotFound(path.to_path_buf()))
             }
@@ -324,13 +342,17 @@ impl PassportStore {
         let stamp = Stamp::of(&meta);
         {
             let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(entry) = entries.get(path).filter(|e| e.stamp == stamp) {
+            if let Some(entry) = entries.get(path).filter(|e| e.settled && e.stamp == stamp) {
                 return entry.loaded.clone();
             }
         }
-        let loaded = Passport::from_path(path).map(Arc::new);
-        let entry = Arc::new(Entry { stamp, loaded: loaded.clone() });
-        self.entries.write().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), entry);
+        let (read_stamp, loaded) = read(path);
+        let loaded = loaded.map(Arc::new);
+        if let Some(stamp) = read_stamp {
+            let settled = stamp.modified.and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= SETTLE);
+            let entry = Arc::new(Entry { stamp, settled, loaded: loaded.clone() });
+            self.entries.write().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), entry);
+        }
         loaded
     }
 }

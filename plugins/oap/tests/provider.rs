@@ -120,7 +120,8 @@ fn aports_test_passports_decide_what_their_names_say() {
         ),
         // Merges limited to one repository; no shell.
         ("passport.repo-restricted.json", "bash", json!({"command": "ls"}), "oap.unknown_capability"),
-        ("passport.repo-restricted.json", "git.merge", json!({"repo": "aporthq/only"}), "allow"),
+        // Its merge limits need the pack's policy.json (policies_dir): unchecked, they deny.
+        ("passport.repo-restricted.json", "git.merge", json!({"repo": "aporthq/only"}), "oap.misconfigured"),
         // Any command, 300 s at most, so a timeout is required.
         ("passport.surgical-unit.json", "bash", json!({"command": "ls -la", "timeout": 30}), "allow"),
         ("passport.surgical-unit.json", "bash", json!({"command": "ls -la"}), "oap.missing_required_context"),
@@ -428,4 +429,142 @@ fn the_plugin_passes_the_conformance_kit() {
     let config = object(json!({"passport_path": example_passport()}));
     let report = guardhost::conformance::assert_conforms(&use_(), &config);
     assert_eq!(report.count(guardhost::conformance::Status::Warn), 0, "{}", report.to_text());
+}
+
+/// A copy of the example passport with `edit` applied, in `dir`.
+fn passport_with(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let mut passport: Value =
+        serde_json::from_str(&std::fs::read_to_string(example_passport()).unwrap()).unwrap();
+    edit(&mut passport);
+    let path = dir.join("passport.json");
+    std::fs::write(&path, passport.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn passport_and_context_failures_deny_with_their_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let draft = with_passport(&passport_with(dir.path(), |p| p["status"] = json!("draft")));
+    assert_eq!(code(&*draft, "bash", json!({"command": "ls"})), "oap.passport_suspended");
+    let dir = tempfile::tempdir().unwrap();
+    let old_spec = with_passport(&passport_with(dir.path(), |p| p["spec_version"] = json!("oap/0.9")));
+    let d = decide(&*old_spec, "bash", json!({"command": "ls"}));
+    assert_eq!(d.reasons[0].code, "oap.misconfigured");
+    assert!(d.reasons[0].message.contains("spec_version \"oap/0.9\" is not supported"), "{d:?}");
+
+    let p = with_passport(&example_passport());
+    let big = "x".repeat(101 * 1024);
+    assert_eq!(code(&*p, "bash", json!({"command": "echo", "note": big})), "oap.context_too_large");
+    // A write's text is not context: only its size counts, against the passport's limit.
+    let path = "/mnt/user-data/outputs/big.md";
+    assert_eq!(code(&*p, "write_file", json!({"path": path, "content": big})), "allow");
+    let edit = json!({"path": path, "old_str": big, "new_str": big});
+    assert_eq!(code(&*p, "str_replace", edit), "allow");
+}
+
+#[test]
+fn rate_limits_count_allowed_calls_per_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = passport_with(dir.path(), |p| {
+        p["limits"]["web.fetch"]["max_requests_per_minute"] = json!(3);
+        p["limits"]["mcp.tool.execute"]["max_calls_per_minute"] = json!(1);
+    });
+    let p = with_passport(&path);
+    let fetch = json!({"url": "https://docs.rs/"});
+    // A denied call does not count.
+    assert_eq!(
+        code(&*p, "web_fetch", json!({"url": "http://127.0.0.1/"})),
+        "oap.private_network_destination"
+    );
+    for _ in 0..3 {
+        assert_eq!(code(&*p, "web_fetch", fetch.clone()), "allow");
+    }
+    assert_eq!(code(&*p, "web_fetch", fetch), "oap.rate_limit_exceeded");
+    assert_eq!(code(&*p, "web_search", json!({"query": "x"})), "oap.rate_limit_exceeded");
+    assert_eq!(code(&*p, "mcp__github__x", json!({})), "allow");
+    assert_eq!(code(&*p, "mcp__github__x", json!({})), "oap.rate_limit_exceeded");
+}
+
+#[test]
+fn warn_keeps_passport_failures_and_observe_softens_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let suspended = passport_with(dir.path(), |p| p["status"] = json!("suspended"));
+    let warn = provider(json!({"passport_path": suspended, "mode": "warn"}));
+    assert_eq!(code(&*warn, "bash", json!({"command": "ls"})), "oap.passport_suspended");
+    let observe = provider(json!({"passport_path": suspended, "mode": "observe"}));
+    let d = decide(&*observe, "bash", json!({"command": "ls"}));
+    assert!(d.allow);
+    assert_eq!(d.metadata["mode"], "observe");
+    assert_eq!(d.metadata["would_deny"]["code"], "oap.passport_suspended");
+    std::fs::remove_file(&suspended).unwrap();
+    assert_eq!(code(&*warn, "bash", json!({"command": "ls"})), "oap.passport_not_found");
+    let enforce = with_passport(&example_passport());
+    assert!(!decide(&*enforce, "bash", json!({"command": "sudo ls"})).metadata.contains_key("mode"));
+}
+
+#[test]
+fn nothing_is_written_and_a_read_only_passport_directory_is_fine() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = passport_with(dir.path(), |_| {});
+    let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut permissions = std::fs::metadata(dir.path()).unwrap().permissions();
+    permissions.set_readonly(true);
+    std::fs::set_permissions(dir.path(), permissions.clone()).unwrap();
+    let p = with_passport(&path);
+    for tool in ["bash", "web_fetch", "write_file"] {
+        decide(
+            &*p,
+            tool,
+            json!({"command": "ls", "url": "https://x.org", "path": "/mnt/user-data/outputs/a", "content": ""}),
+        );
+    }
+    #[allow(clippy::permissions_set_readonly_false)]
+    permissions.set_readonly(false);
+    std::fs::set_permissions(dir.path(), permissions).unwrap();
+    let after: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn an_edit_in_place_is_picked_up_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = passport_with(dir.path(), |_| {});
+    let p = with_passport(&path);
+    assert_eq!(code(&*p, "bash", json!({"command": "ls"})), "allow");
+    // Same length, same file, rewritten in place within the same second.
+    let text = std::fs::read_to_string(&path).unwrap().replace("\"active\"", "\"revoked\"");
+    std::fs::write(&path, &text).unwrap();
+    assert_eq!(code(&*p, "bash", json!({"command": "ls"})), "oap.passport_suspended");
+    std::fs::write(&path, text.replace("\"revoked\"", "\"active\"")).unwrap();
+    assert_eq!(code(&*p, "bash", json!({"command": "ls"})), "allow");
+}
+
+#[test]
+fn a_server_named_like_a_deerflow_tool_does_not_capture_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = passport_with(dir.path(), |p| {
+        p["limits"]["mcp.tool.execute"]["allowed_servers"] = json!(["web", "read"])
+    });
+    let p = with_passport(&path);
+    assert_eq!(
+        code(&*p, "web_fetch", json!({"url": "http://169.254.169.254/"})),
+        "oap.private_network_destination"
+    );
+    assert_eq!(code(&*p, "read_file", json!({"path": "/etc/shadow"})), "oap.path_not_allowed");
+    assert_eq!(code(&*p, "web_custom", json!({})), "allow");
+}
+
+#[test]
+fn limits_on_a_pack_without_its_policy_are_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path =
+        passport_with(dir.path(), |p| p["limits"]["agent.session.create"] = json!({"max_sessions": 1}));
+    let p = with_passport(&path);
+    let d = decide(&*p, "task", json!({"prompt": "x"}));
+    assert_eq!(d.reasons[0].code, "oap.misconfigured");
+    assert!(d.reasons[0].message.contains("set policies_dir"), "{d:?}");
+    let unlimited = with_passport(&example_passport());
+    let d = decide(&*unlimited, "task", json!({"prompt": "x"}));
+    assert!(d.allow);
+    assert_eq!(d.metadata["limits_checked"], false);
 }

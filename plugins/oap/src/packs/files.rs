@@ -2,8 +2,10 @@
 //! writing files.
 //!
 //! The path is taken from `file_path`, `path` or `image_path` (and every
-//! entry of `filepaths`, for DeerFlow's `present_files`), made absolute,
-//! `.` and `..` resolved and symlinks followed as far as the path exists.
+//! entry of `filepaths`, for DeerFlow's `present_files`) and resolved as the
+//! OS would open it ([`resolve`]: symlinks followed component by component,
+//! dangling ones included, before `..` applies). Relative paths start at
+//! the working directory of the process that hosts the provider.
 //!
 //! Reading, in APort's order: a path is given (`oap.missing_file_path`); it
 //! is not a directory (`oap.metadata_enumeration_unsupported`; listing with
@@ -163,14 +165,16 @@ fn too_large(path: &Path, bytes: u64, max: f64) -> super::Denial {
     )
 }
 
-/// The bytes a write produces: `content_length`, else `content`'s length,
-/// else (for an edit) the file's size plus the new text.
+/// The bytes a write produces: the larger of `content_length` and
+/// `content`'s length (a stated length cannot hide the content), else (for
+/// an edit) the file's size plus the new text.
 fn written_length(args: &Map<String, Value>, meta: Option<&std::fs::Metadata>) -> Option<f64> {
-    if let Some(length) = number_arg(args, "content_length") {
-        return Some(length);
-    }
-    if let Some(content) = arg(args, "content") {
-        return Some(content.len() as f64);
+    let stated = number_arg(args, "content_length");
+    let content = arg(args, "content").map(|c| c.len() as f64);
+    match (stated, content) {
+        (Some(a), Some(b)) => return Some(a.max(b)),
+        (Some(a), None) | (None, Some(a)) => return Some(a),
+        (None, None) => {}
     }
     let new = arg(args, "new_str")?;
     Some(meta.map_or(0, |m| m.len()) as f64 + new.len() as f64)
@@ -181,8 +185,8 @@ fn secret_file(path: &Path) -> Option<&'static str> {
     for component in path.components() {
         let Component::Normal(name) = component else { continue };
         let name = name.to_string_lossy().to_lowercase();
-        if name == ".env" || name.starts_with(".env.") {
-            return Some(".env");
+        if name.starts_with(".env") {
+            return Some(".env*");
         }
         if name == ".ssh" || name == ".aws" {
             return Some(if name == ".ssh" { ".ssh" } else { ".aws" });
@@ -202,43 +206,65 @@ fn secret_file(path: &Path) -> Option<&'static str> {
     }
 }
 
-/// An absolute, normalised path: relative paths start at the working
-/// directory; `.` and `..` are resolved; symlinks are followed in the part
-/// of the path that exists.
+/// Symlinks followed at most while resolving one path (as the kernel's
+/// own limit, after which opening fails anyway).
+const MAX_LINKS: usize = 40;
+
+/// One piece of a path still to resolve.
+enum Part {
+    Root(PathBuf),
+    Parent,
+    Name(std::ffi::OsString),
+}
+
+fn parts(path: &Path) -> Vec<Part> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Prefix(_) | Component::RootDir => Some(Part::Root(PathBuf::from(c.as_os_str()))),
+            Component::CurDir => None,
+            Component::ParentDir => Some(Part::Parent),
+            Component::Normal(name) => Some(Part::Name(name.to_owned())),
+        })
+        .collect()
+}
+
+/// The path the OS would open, as `realpath -m` gives it: relative paths
+/// start at the working directory; each component is looked at in turn, a
+/// symlink replaced by its target (also a dangling one, which a write would
+/// create), and `..` applied to what the path really is at that point.
+/// Components that do not exist are kept as written.
 pub fn resolve(path: &str) -> PathBuf {
     let path = Path::new(path.trim());
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(path)
-    };
-    let mut normal = PathBuf::new();
-    for component in absolute.components() {
-        match component {
-            Component::ParentDir => {
-                normal.pop();
+    let mut out = PathBuf::new();
+    let mut pending: Vec<Part> = parts(path);
+    if !path.has_root() {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        out = cwd.canonicalize().unwrap_or(cwd);
+    }
+    pending.reverse(); // a stack: the next part is last
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        match part {
+            Part::Root(root) => out = root,
+            Part::Parent => {
+                out.pop();
             }
-            Component::CurDir => {}
-            other => normal.push(other),
+            Part::Name(name) => {
+                let candidate = out.join(&name);
+                let link = std::fs::symlink_metadata(&candidate).is_ok_and(|m| m.file_type().is_symlink());
+                match std::fs::read_link(&candidate) {
+                    Ok(target) if link && links < MAX_LINKS => {
+                        links += 1;
+                        // The target replaces the link, relative to the
+                        // link's directory unless it is absolute.
+                        pending.extend(parts(&target).into_iter().rev());
+                    }
+                    _ => out = candidate,
+                }
+            }
         }
     }
-    // Follow symlinks in the longest existing ancestor.
-    let mut existing = normal.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = existing.canonicalize() {
-            let mut resolved = real;
-            resolved.extend(rest.iter().rev());
-            return resolved;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = parent;
-            }
-            _ => return normal,
-        }
-    }
+    out
 }
 
 /// Glob matching on `/`-separated paths: `**` is any number of segments,
@@ -345,10 +371,12 @@ mod tests {
     fn reads_follow_aports_order() {
         let limits = json!({"allowed_paths": ["/data/"], "blocked_patterns": ["**/private/**"]});
         assert_eq!(run(json!({}), limits.clone(), Access::Read), Err("oap.missing_file_path".into()));
-        assert_eq!(
-            run(json!({"path": "/data/.env"}), limits.clone(), Access::Read),
-            Err("oap.blocked_pattern".into())
-        );
+        for secret in
+            ["/data/.env", "/data/.envrc", "/data/.env-prod", "/data/x/.aws/config", "/data/id_rsa.pub"]
+        {
+            let got = run(json!({ "path": secret }), limits.clone(), Access::Read);
+            assert_eq!(got, Err("oap.blocked_pattern".into()), "{secret}");
+        }
         assert_eq!(
             run(json!({"file_path": "/data/x/server.key"}), limits.clone(), Access::Read),
             Err("oap.blocked_pattern".into())
@@ -398,5 +426,52 @@ mod tests {
             write(json!({"path": "/out/noext", "content": ""})),
             Err("oap.extension_not_allowed".into())
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_are_followed_as_the_os_opens_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let allowed = root.join("allowed");
+        let outside = root.join("outside/deep");
+        std::fs::create_dir_all(&allowed).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let limits = json!({"allowed_paths": [allowed.display().to_string()]});
+        // `..` after a symlink applies to the link's target.
+        std::os::unix::fs::symlink(&outside, allowed.join("l")).unwrap();
+        let dotdot = format!("{}/l/../secret.txt", allowed.display());
+        assert_eq!(resolve(&dotdot), root.join("outside/secret.txt"));
+        assert_eq!(
+            run(json!({"path": dotdot}), limits.clone(), Access::Read),
+            Err("oap.path_not_allowed".into())
+        );
+        // A dangling link is followed: writing through it would create its target.
+        std::os::unix::fs::symlink(root.join("outside/authorized_keys"), allowed.join("notes.txt")).unwrap();
+        let dangling = format!("{}/notes.txt", allowed.display());
+        let write = run(json!({"path": dangling, "content": "x"}), limits.clone(), Access::Write);
+        assert_eq!(write, Err("oap.path_not_allowed".into()));
+        // A relative link resolves against its own directory.
+        std::os::unix::fs::symlink("../outside", allowed.join("rel")).unwrap();
+        assert_eq!(resolve(&format!("{}/rel/x", allowed.display())), root.join("outside/x"));
+        // A loop of links ends.
+        std::os::unix::fs::symlink(allowed.join("loop"), allowed.join("loop")).unwrap();
+        assert!(resolve(&format!("{}/loop", allowed.display())).starts_with(&allowed));
+        assert_eq!(run(json!({"path": allowed.join("ok.txt")}), limits, Access::Read), Ok(()));
+    }
+
+    #[test]
+    fn a_stated_length_cannot_hide_the_content() {
+        let limits = json!({"allowed_paths": ["/out/"], "max_file_size_mb": 0.001});
+        let write = |args: Value| run(args, limits.clone(), Access::Write);
+        let big = "x".repeat(2000);
+        assert_eq!(
+            write(json!({"path": "/out/a", "content_length": 1, "content": big})),
+            Err("oap.file_too_large".into())
+        );
+        for bad in [json!("NaN"), json!(-1), json!("inf")] {
+            let got = write(json!({"path": "/out/a", "content_length": bad}));
+            assert_eq!(got, Err("oap.missing_required_context".into()), "{bad}");
+        }
     }
 }

@@ -54,13 +54,16 @@ pub fn arg<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     args.get(key).and_then(Value::as_str)
 }
 
-/// A numeric argument of the call (a number, or a string holding one).
+/// A numeric argument of the call (a number, or a string holding one):
+/// finite and not negative, or absent (a `NaN` or `-1` cannot slip under a
+/// limit).
 pub fn number_arg(args: &Map<String, Value>, key: &str) -> Option<f64> {
-    match args.get(key)? {
+    let number = match args.get(key)? {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
-    }
+    }?;
+    (number.is_finite() && number >= 0.0).then_some(number)
 }
 
 /// The packs APort publishes, with the capabilities each requires (from
