@@ -121,9 +121,23 @@ pub fn load(
             reason: "it is a directory, not a library file".into(),
         }));
     }
+    let key = (canonical.clone(), symbol.to_owned());
+    if let Some(descriptor) = validated().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok((canonical, descriptor));
+    }
     let library = open(&canonical).map_err(fail)?;
     let descriptor = find_descriptor(library, symbol).map_err(fail)?;
+    validated().lock().unwrap_or_else(|e| e.into_inner()).insert(key, descriptor);
     Ok((canonical, descriptor))
+}
+
+/// Descriptors already checked, by library and symbol. The layout check
+/// costs about 0.1 ms and its answer cannot change: the library stays
+/// mapped, as it was checked, for the rest of the process.
+fn validated() -> &'static Mutex<HashMap<(PathBuf, String), &'static ProviderDescriptor>> {
+    static VALIDATED: OnceLock<Mutex<HashMap<(PathBuf, String), &'static ProviderDescriptor>>> =
+        OnceLock::new();
+    VALIDATED.get_or_init(Default::default)
 }
 
 /// Opens (or reuses) the library at an absolute, canonical path.

@@ -147,38 +147,106 @@ impl GuardrailRequest {
     /// from the call, `agent_id` from the configured passport, attribution
     /// from the runtime context, `timestamp` = now (UTC).
     pub fn from_tool_call(call: &ToolCallRequest, passport: Option<&str>) -> Result<Self, RequestError> {
-        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-        let context = call.context.as_ref().unwrap_or_else(|| EMPTY.get_or_init(Map::new));
-        let string = |field: &'static str| -> Result<Option<String>, RequestError> {
-            match context.get(field) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(other) => Err(RequestError::NotAString { field, found: json_type(other) }),
-            }
-        };
-        let authz_attributes = match context.get("authz_attributes") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map.clone(),
-            Some(other) => return Err(RequestError::AuthzAttributesNotMapping { found: json_type(other) }),
-        };
-        Ok(GuardrailRequest {
-            tool_name: call.tool_call.name.clone().unwrap_or_default(),
-            tool_input: call.tool_call.args.clone(),
-            agent_id: passport.map(str::to_owned),
-            thread_id: string("thread_id")?,
-            is_subagent: context.get("is_subagent").is_some_and(truthy),
-            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
-            user_id: string("user_id")?,
-            user_role: string("user_role")?,
-            oauth_provider: string("oauth_provider")?,
-            oauth_id: string("oauth_id")?,
-            run_id: string("run_id")?,
-            tool_call_id: call.tool_call.id.clone(),
-            channel_user_id: string("channel_user_id")?,
-            is_internal: context.get("is_internal") == Some(&Value::Bool(true)),
-            authz_attributes,
-        })
+        Self::with_args(call, call.tool_call.args.clone(), passport)
     }
+
+    /// [`GuardrailRequest::from_tool_call`] with the arguments given rather
+    /// than copied (the middleware moves them in and back out, so a call's
+    /// arguments are never cloned).
+    pub(crate) fn with_args(
+        call: &ToolCallRequest,
+        tool_input: Map<String, Value>,
+        passport: Option<&str>,
+    ) -> Result<Self, RequestError> {
+        let mut request = GuardrailRequest {
+            tool_name: call.tool_call.name.clone().unwrap_or_default(),
+            tool_input,
+            agent_id: passport.map(str::to_owned),
+            thread_id: None,
+            is_subagent: false,
+            timestamp: timestamp(chrono::Utc::now()),
+            user_id: None,
+            user_role: None,
+            oauth_provider: None,
+            oauth_id: None,
+            run_id: None,
+            tool_call_id: call.tool_call.id.clone(),
+            channel_user_id: None,
+            is_internal: false,
+            authz_attributes: Map::new(),
+        };
+        // One pass over the context (not a lookup per field).
+        for (key, value) in call.context.iter().flatten() {
+            let slot = match key.as_str() {
+                "thread_id" => &mut request.thread_id,
+                "user_id" => &mut request.user_id,
+                "user_role" => &mut request.user_role,
+                "oauth_provider" => &mut request.oauth_provider,
+                "oauth_id" => &mut request.oauth_id,
+                "run_id" => &mut request.run_id,
+                "channel_user_id" => &mut request.channel_user_id,
+                "is_subagent" => {
+                    request.is_subagent = truthy(value);
+                    continue;
+                }
+                "is_internal" => {
+                    request.is_internal = *value == Value::Bool(true);
+                    continue;
+                }
+                "authz_attributes" => {
+                    match value {
+                        Value::Null => {}
+                        Value::Object(map) => request.authz_attributes = map.clone(),
+                        other => {
+                            return Err(RequestError::AuthzAttributesNotMapping { found: json_type(other) })
+                        }
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            match value {
+                Value::Null => {}
+                Value::String(s) => *slot = Some(s.clone()),
+                other => {
+                    let field = CONTEXT_STRINGS.iter().find(|f| **f == key).copied().unwrap_or("context");
+                    return Err(RequestError::NotAString { field, found: json_type(other) });
+                }
+            }
+        }
+        Ok(request)
+    }
+}
+
+/// The context fields that must be strings.
+const CONTEXT_STRINGS: &[&str] =
+    &["thread_id", "user_id", "user_role", "oauth_provider", "oauth_id", "run_id", "channel_user_id"];
+
+/// `now` as RFC 3339 with microseconds and `+00:00`, exactly as chrono's
+/// `to_rfc3339_opts(Micros, false)` writes it; the date and time up to the
+/// second are formatted once per second and thread.
+fn timestamp(now: chrono::DateTime<chrono::Utc>) -> String {
+    use std::cell::RefCell;
+    use std::fmt::Write as _;
+    thread_local! {
+        static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
+    }
+    let seconds = now.timestamp();
+    let micros = now.timestamp_subsec_micros();
+    if micros > 999_999 {
+        // A leap second: rare enough for the general path.
+        return now.to_rfc3339_opts(chrono::SecondsFormat::Micros, false);
+    }
+    SECOND.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.0 != seconds {
+            *cache = (seconds, now.format("%Y-%m-%dT%H:%M:%S").to_string());
+        }
+        let mut out = String::with_capacity(cache.1.len() + 13);
+        out.push_str(&cache.1);
+        let _ = write!(out, ".{micros:06}+00:00");
+        out
+    })
 }
 
 /// Why a decision was made.
@@ -253,6 +321,19 @@ mod tests {
             serde_json::to_value(&m).unwrap(),
             json!({"type": "tool", "content": "c", "tool_call_id": "id", "name": "bash", "status": "error"})
         );
+    }
+
+    #[test]
+    fn the_fast_timestamp_is_chronos() {
+        use chrono::TimeZone;
+        for (secs, nanos) in
+            [(0, 0), (1_764_480_000, 123_456_789), (1_764_480_000, 999_999_999), (4_102_444_799, 1_000)]
+        {
+            let t = chrono::Utc.timestamp_opt(secs, nanos).unwrap();
+            assert_eq!(timestamp(t), t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false));
+        }
+        let leap = chrono::Utc.timestamp_opt(1_483_228_799, 1_500_000_000).unwrap();
+        assert_eq!(timestamp(leap), leap.to_rfc3339_opts(chrono::SecondsFormat::Micros, false));
     }
 
     #[test]

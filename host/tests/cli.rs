@@ -445,3 +445,39 @@ fn help_states_the_embedded_default_policy() {
         assert!(text.contains("denying bash, write_file and str_replace"), "{command}: {text}");
     }
 }
+
+#[test]
+fn bench_measures_every_call_and_reports_json() {
+    let out = Command::new(env!("CARGO_BIN_EXE_guardhost"))
+        .args(["bench", "--calls", "2000", "--concurrency", "2", "--json"])
+        .env_remove("GUARDHOST_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["provider"], "allowlist");
+    assert_eq!(report["path"], "sync");
+    assert_eq!(report["calls"], 2000);
+    assert_eq!(report["allowed"].as_u64().unwrap() + report["denied"].as_u64().unwrap(), 2000);
+    assert!(report["denied"].as_u64().unwrap() > 0);
+    assert!(report["p50_ns"].as_u64().unwrap() <= report["p99_ns"].as_u64().unwrap());
+    // No warning per denial: a benchmark logs errors only by default.
+    assert!(!stderr(&out).contains("Guardrail denied"), "{}", stderr(&out));
+
+    let text = guardhost(&["bench", "--calls", "500", "--async"], None);
+    assert_eq!(text.status.code(), Some(0));
+    assert!(
+        stdout(&text).contains("provider:         allowlist (async path, 1 caller(s))"),
+        "{}",
+        stdout(&text)
+    );
+}
+
+#[test]
+fn bench_refuses_a_config_without_a_guardrail() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "off.yaml", "guardrails:\n  enabled: false\n");
+    let out = guardhost(&["bench", "--config", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("installs no guardrail"), "{}", stderr(&out));
+}

@@ -1,5 +1,6 @@
 //! Argument parsing, logging set-up and the shared steps of every command.
 
+mod bench;
 mod check;
 mod conformance;
 mod eval;
@@ -56,6 +57,10 @@ enum Command {
     /// Exit 0 when no check fails, 1 when one does, 2 when the kit could not
     /// run.
     Conformance(conformance::ConformanceArgs),
+    /// Measure what the guardrail costs per tool call: a realistic mixed
+    /// stream of DeerFlow tool calls through the configured provider; p50 /
+    /// p99 / max per call, calls per second, peak memory.
+    Bench(bench::BenchArgs),
 }
 
 /// A failure that ends a command with exit code 2.
@@ -88,12 +93,15 @@ fn load_guardrail(path: Option<&std::path::Path>) -> Result<(LoadedConfig, Optio
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // A benchmark logs errors only by default: a warning per denial would
+    // measure the terminal, not the guardrail.
+    init_logging(if matches!(cli.command, Command::Bench(_)) { "error" } else { "warn" });
     let result = match cli.command {
         Command::Check { config } => check::run(config.as_deref()),
         Command::Eval(args) => eval::run(args),
         Command::Run(args) => run::run(args),
         Command::Conformance(args) => conformance::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,
@@ -104,9 +112,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GUARDHOST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

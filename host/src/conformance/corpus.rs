@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::request::GuardrailRequest;
+use crate::request::{GuardrailRequest, ToolCallRequest};
 
 /// One request of the corpus.
 #[derive(Debug, Clone)]
@@ -55,6 +55,20 @@ fn deerflow_tools() -> Vec<(&'static str, Value)> {
         ),
         ("mcp__x__y", json!({"arg": "value"})),
     ]
+}
+
+/// DeerFlow's tools as tool calls with everyday arguments, an id and a
+/// thread: the mix `guardhost bench` sends.
+pub fn everyday_tool_calls() -> Vec<ToolCallRequest> {
+    deerflow_tools()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (tool, args))| {
+            ToolCallRequest::new(tool, object(args))
+                .with_id(format!("call-{i}"))
+                .with_context(object(json!({"thread_id": "thread-bench", "user_role": "member"})))
+        })
+        .collect()
 }
 
 fn object(value: Value) -> Map<String, Value> {

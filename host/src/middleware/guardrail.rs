@@ -131,13 +131,39 @@ impl GuardrailMiddleware {
 
     /// The synchronous wrapper: decide, then run `handler` or return the
     /// denial.
-    pub fn wrap_tool_call(&self, call: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
-        self.call_with_verdict(call, handler).map(|(_, message)| message)
+    pub fn wrap_tool_call(&self, mut call: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
+        let request = self.lend_args(&mut call)?;
+        let evaluation = self.provider.evaluate(&request);
+        let verdict = self.settle(request, evaluation, "sync")?;
+        match Self::take_back(&mut call, verdict) {
+            None => handler(call),
+            Some(denied) => Ok(denied),
+        }
     }
 
     /// The asynchronous wrapper.
-    pub async fn awrap_tool_call(&self, call: ToolCallRequest, handler: AsyncHandler) -> ToolResult {
-        self.acall_with_verdict(call, handler).await.map(|(_, message)| message)
+    pub async fn awrap_tool_call(&self, mut call: ToolCallRequest, handler: AsyncHandler) -> ToolResult {
+        let request = self.lend_args(&mut call)?;
+        let evaluation = self.provider.aevaluate(&request).await;
+        let verdict = self.settle(request, evaluation, "async")?;
+        match Self::take_back(&mut call, verdict) {
+            None => handler(call).await,
+            Some(denied) => Ok(denied),
+        }
+    }
+
+    /// The request for `call`, its arguments moved in rather than copied
+    /// ([`Self::take_back`] returns them).
+    fn lend_args(&self, call: &mut ToolCallRequest) -> Result<GuardrailRequest, ToolCallError> {
+        let args = std::mem::take(&mut call.tool_call.args);
+        Ok(GuardrailRequest::with_args(call, args, self.passport.as_deref())?)
+    }
+
+    /// Gives `call` its arguments back; the denial message when denied.
+    fn take_back(call: &mut ToolCallRequest, verdict: Verdict) -> Option<ToolMessage> {
+        let Verdict { request, decision, .. } = verdict;
+        call.tool_call.args = request.tool_input;
+        (!decision.allow).then(|| denied_message(&call.tool_call, &decision))
     }
 
     /// [`Self::wrap_tool_call`], also returning the verdict.

@@ -1,0 +1,194 @@
+//! What a guardrail costs per tool call, measured with criterion.
+//!
+//! `cargo bench -p guardhost --bench guardrail` (add a filter such as
+//! `-- middleware` to run one group). Groups:
+//! - `decision`: `provider.evaluate` alone, for the allowlist built in and as
+//!   a `.so`, the template provider (parses its arguments) and the OAP
+//!   provider (example passport);
+//! - `middleware`: `wrap_tool_call` / `awrap_tool_call` allow and deny (the
+//!   request built, the denial message built, an audit event written);
+//! - `request`: building a request with every attribution field;
+//! - `load`: resolving, loading, checking and constructing a library
+//!   provider, cached and with a fresh `dlopen` of a new copy each time.
+//!
+//! The calls are cloned outside the timed part (`iter_batched`).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use guardhost::{
+    async_handler, GuardrailMiddleware, GuardrailRequest, JsonlAuditSink, ProviderSpec, ToolCallRequest,
+    ToolMessage, ToolStatus,
+};
+use serde_json::{json, Map, Value};
+use support::{load, object, use_of};
+
+fn passthrough(call: ToolCallRequest) -> Result<ToolMessage, guardhost::ToolCallError> {
+    Ok(ToolMessage {
+        content: String::new(),
+        tool_call_id: call.tool_call.id.unwrap_or_default(),
+        name: call.tool_call.name,
+        status: ToolStatus::Success,
+    })
+}
+
+fn call(tool: &str, args: Value) -> ToolCallRequest {
+    ToolCallRequest::new(tool, object(args)).with_id("call-1")
+}
+
+fn allowlist_config() -> Map<String, Value> {
+    object(json!({"denied_tools": ["bash", "write_file", "str_replace"]}))
+}
+
+fn oap_config() -> Map<String, Value> {
+    let passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/oap/passport.json");
+    object(json!({ "passport_path": passport }))
+}
+
+/// The allowed and the denied call each provider is measured with.
+fn providers() -> Vec<(&'static str, Arc<dyn guardhost::GuardrailProvider>, ToolCallRequest, ToolCallRequest)>
+{
+    let read = call("read_file", json!({"path": "/mnt/user-data/workspace/README.md"}));
+    let bash = call("bash", json!({"command": "ls -la"}));
+    vec![
+        (
+            "allowlist built-in",
+            load("builtin:AllowlistProvider", allowlist_config()).provider,
+            read.clone(),
+            bash.clone(),
+        ),
+        (
+            "allowlist .so",
+            load(&use_of("guardhost_allowlist", "AllowlistProvider"), allowlist_config()).provider,
+            read.clone(),
+            bash.clone(),
+        ),
+        (
+            "template .so (parses args)",
+            load(
+                &use_of("guardhost_provider_template", "TemplateProvider"),
+                object(json!({"blocked_patterns": ["rm -rf"]})),
+            )
+            .provider,
+            bash.clone(),
+            call("bash", json!({"command": "rm -rf build"})),
+        ),
+        (
+            "oap .so",
+            load(&use_of("guardhost_oap", "OAPGuardrailProvider"), oap_config()).provider,
+            bash,
+            call("bash", json!({"command": "sudo ls"})),
+        ),
+    ]
+}
+
+fn decision(c: &mut Criterion) {
+    let mut group = c.benchmark_group("decision");
+    for (name, provider, allowed, denied) in providers() {
+        for (kind, call) in [("allow", allowed), ("deny", denied)] {
+            let request = GuardrailRequest::from_tool_call(&call, None).unwrap();
+            group.bench_function(format!("{name}/{kind}"), |b| {
+                b.iter(|| black_box(provider.evaluate(black_box(&request)).unwrap()))
+            });
+        }
+    }
+    group.finish();
+}
+
+fn middleware(c: &mut Criterion) {
+    let mut group = c.benchmark_group("middleware");
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let handler = async_handler(|call: ToolCallRequest| async move { passthrough(call) });
+    let audit = Arc::new(JsonlAuditSink::open(Path::new("/dev/null")).unwrap());
+    for (name, provider, allowed, denied) in providers().into_iter().take(2) {
+        let mw = GuardrailMiddleware::new(provider).with_audit_sink(audit.clone());
+        for (kind, call) in [("allow", &allowed), ("deny", &denied)] {
+            group.bench_function(format!("wrap_tool_call/{name}/{kind}"), |b| {
+                b.iter_batched(
+                    || call.clone(),
+                    |call| black_box(mw.wrap_tool_call(call, &passthrough).unwrap()),
+                    BatchSize::SmallInput,
+                )
+            });
+            group.bench_function(format!("awrap_tool_call/{name}/{kind}"), |b| {
+                b.to_async(&runtime).iter_batched(
+                    || call.clone(),
+                    |call| async { black_box(mw.awrap_tool_call(call, handler.clone()).await.unwrap()) },
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+    }
+    // The same denial without an audit sink: the message alone.
+    let (_, provider, _, denied) = providers().swap_remove(1);
+    let bare = GuardrailMiddleware::new(provider);
+    group.bench_function("wrap_tool_call/allowlist .so/deny, no audit sink", |b| {
+        b.iter_batched(
+            || denied.clone(),
+            |call| black_box(bare.wrap_tool_call(call, &passthrough).unwrap()),
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+fn request(c: &mut Criterion) {
+    let call = ToolCallRequest::new("bash", object(json!({"command": "ls -la"}))).with_id("c").with_context(
+        object(json!({
+            "thread_id": "t", "user_id": "u", "user_role": "r", "oauth_provider": "p", "oauth_id": "o",
+            "run_id": "run", "channel_user_id": "ch", "is_subagent": true, "is_internal": true,
+            "authz_attributes": {"team": "infra"}
+        })),
+    );
+    c.bench_function("request/every attribution field", |b| {
+        b.iter(|| black_box(GuardrailRequest::from_tool_call(black_box(&call), Some("agent")).unwrap()))
+    });
+}
+
+/// Fresh loads per measurement at most: each maps a new copy of the
+/// library for good (libraries are never unloaded).
+const FRESH_LOADS: u64 = 32;
+
+fn loading(c: &mut Criterion) {
+    let mut group = c.benchmark_group("load");
+    group.sample_size(10).warm_up_time(Duration::from_millis(200)).measurement_time(Duration::from_secs(2));
+    let original = support::library("guardhost_allowlist");
+    let cached =
+        ProviderSpec { use_: use_of("guardhost_allowlist", "AllowlistProvider"), config: allowlist_config() };
+    group.bench_function("construct (library already loaded)", |b| {
+        b.iter(|| black_box(guardhost::instantiate(&cached, Path::new("/")).unwrap()))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut copies = 0u64;
+    group.bench_function("load + check + construct (fresh dlopen)", |b| {
+        // Times FRESH_LOADS real loads and scales to the iterations asked
+        // for, so the run does not map thousands of copies.
+        b.iter_custom(|iters| {
+            let n = iters.min(FRESH_LOADS);
+            let mut total = Duration::ZERO;
+            for _ in 0..n {
+                copies += 1;
+                let copy = dir.path().join(format!("libcopy{copies}.so"));
+                std::fs::copy(&original, &copy).unwrap();
+                let spec = ProviderSpec {
+                    use_: format!("{}:AllowlistProvider", copy.display()),
+                    config: allowlist_config(),
+                };
+                let start = Instant::now();
+                black_box(guardhost::instantiate(&spec, dir.path()).unwrap());
+                total += start.elapsed();
+            }
+            total.mul_f64(iters as f64 / n as f64)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decision, middleware, request, loading);
+criterion_main!(benches);

@@ -1,0 +1,382 @@
+//! `guardhost bench`: a realistic mixed stream of tool calls through the
+//! configured guardrail, measured per call; or the standard suite over the
+//! shipped providers, as a table and an SVG chart.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use guardhost::conformance::corpus::everyday_tool_calls;
+use guardhost::{
+    async_handler, GuardrailMiddleware, LoadedConfig, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus,
+};
+use serde::Serialize;
+
+use super::{load_guardrail, CliError};
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    #[arg(long, value_name = "FILE", help = super::CONFIG_HELP, conflicts_with = "suite")]
+    config: Option<PathBuf>,
+    /// Tool calls to send (a mix of DeerFlow's tools, over and over).
+    #[arg(long, value_name = "N", default_value_t = 200_000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    calls: u64,
+    /// Callers at once: threads on the sync path, tasks on a multi-thread
+    /// runtime with --async.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=4096))]
+    concurrency: u16,
+    /// Use awrap_tool_call (the provider's aevaluate) on a tokio runtime.
+    #[arg(long = "async")]
+    use_async: bool,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Measure the standard suite instead: the shipped providers (found next
+    /// to this executable) on the sync and async paths; prints a Markdown
+    /// table.
+    #[arg(long)]
+    suite: bool,
+    /// With --suite: also write the per-call latency chart (SVG) here.
+    #[arg(long, value_name = "FILE", requires = "suite")]
+    chart: Option<PathBuf>,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    provider: String,
+    path: &'static str,
+    calls: u64,
+    concurrency: u16,
+    allowed: u64,
+    denied: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
+    calls_per_second: f64,
+    peak_rss_kib: Option<u64>,
+}
+
+fn passthrough(call: ToolCallRequest) -> Result<ToolMessage, ToolCallError> {
+    Ok(ToolMessage {
+        content: String::new(),
+        tool_call_id: call.tool_call.id.unwrap_or_default(),
+        name: call.tool_call.name,
+        status: ToolStatus::Success,
+    })
+}
+
+/// The process's peak resident memory, where the OS tells (Linux).
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// Per-call latencies (ns) and allowed count of one caller's share.
+type Share = (Vec<u64>, u64);
+
+fn sync_share(mw: &GuardrailMiddleware, calls: &[ToolCallRequest], count: u64, offset: usize) -> Share {
+    let mut latencies = Vec::with_capacity(count as usize);
+    let mut allowed = 0;
+    for i in 0..count as usize {
+        let call = calls[(i + offset) % calls.len()].clone();
+        let started = Instant::now();
+        let message = mw.wrap_tool_call(call, &passthrough);
+        latencies.push(started.elapsed().as_nanos() as u64);
+        if matches!(message, Ok(ToolMessage { status: ToolStatus::Success, .. })) {
+            allowed += 1;
+        }
+    }
+    (latencies, allowed)
+}
+
+/// Sends `calls` calls through `mw` from `concurrency` callers.
+pub fn measure(mw: &GuardrailMiddleware, calls: u64, concurrency: u16, use_async: bool) -> Measurement {
+    let mix = Arc::new(everyday_tool_calls());
+    let callers = u64::from(concurrency);
+    let per_caller = |c: u64| calls / callers + u64::from(c < calls % callers);
+    // Warm up (caches, allocator, lazily built state) before timing.
+    let _ = sync_share(mw, &mix, (calls / 10).min(20_000), 0);
+    let started = Instant::now();
+    let shares: Vec<Share> = if use_async {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+        let handler = async_handler(|call: ToolCallRequest| async move { passthrough(call) });
+        runtime.block_on(async {
+            let tasks: Vec<_> = (0..callers)
+                .map(|c| {
+                    let (mw, mix, handler) = (mw.clone(), mix.clone(), handler.clone());
+                    let count = per_caller(c);
+                    tokio::spawn(async move {
+                        let mut latencies = Vec::with_capacity(count as usize);
+                        let mut allowed = 0;
+                        for i in 0..count as usize {
+                            let call = mix[(i + c as usize) % mix.len()].clone();
+                            let t = Instant::now();
+                            let message = mw.awrap_tool_call(call, handler.clone()).await;
+                            latencies.push(t.elapsed().as_nanos() as u64);
+                            if matches!(message, Ok(ToolMessage { status: ToolStatus::Success, .. })) {
+                                allowed += 1;
+                            }
+                        }
+                        (latencies, allowed)
+                    })
+                })
+                .collect();
+            let mut shares = Vec::new();
+            for task in tasks {
+                shares.push(task.await.expect("a bench task"));
+            }
+            shares
+        })
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..callers)
+                .map(|c| {
+                    let mix = &mix;
+                    scope.spawn(move || sync_share(mw, mix, per_caller(c), c as usize))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("a bench thread")).collect()
+        })
+    };
+    let wall = started.elapsed();
+    let allowed: u64 = shares.iter().map(|s| s.1).sum();
+    let mut latencies: Vec<u64> = shares.into_iter().flat_map(|s| s.0).collect();
+    latencies.sort_unstable();
+    let at = |q: usize| latencies[(latencies.len() * q).div_ceil(100).max(1) - 1];
+    Measurement {
+        provider: mw.provider().name().to_owned(),
+        path: if use_async { "async" } else { "sync" },
+        calls,
+        concurrency,
+        allowed,
+        denied: calls - allowed,
+        p50_ns: at(50),
+        p99_ns: at(99),
+        max_ns: latencies.last().copied().unwrap_or(0),
+        calls_per_second: calls as f64 / wall.as_secs_f64().max(f64::MIN_POSITIVE),
+        peak_rss_kib: peak_rss_kib(),
+    }
+}
+
+fn micros(ns: u64) -> String {
+    format!("{:.2} µs", ns as f64 / 1000.0)
+}
+
+fn print_text(m: &Measurement) {
+    println!("provider:         {} ({} path, {} caller(s))", m.provider, m.path, m.concurrency);
+    println!("calls:            {} ({} allowed, {} denied)", m.calls, m.allowed, m.denied);
+    println!(
+        "per call:         p50 {}, p99 {}, max {}",
+        micros(m.p50_ns),
+        micros(m.p99_ns),
+        micros(m.max_ns)
+    );
+    println!("throughput:       {:.0} calls/s", m.calls_per_second);
+    match m.peak_rss_kib {
+        Some(kib) => println!("peak memory:      {:.1} MB resident", kib as f64 / 1024.0),
+        None => println!("peak memory:      (not available on this platform)"),
+    }
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode, CliError> {
+    if args.suite {
+        return suite(&args);
+    }
+    let (_, guardrail) = load_guardrail(args.config.as_deref())?;
+    let Some(guardrail) = guardrail else {
+        return Err(CliError::Usage(
+            "the config installs no guardrail (not enabled, or no provider): there is nothing to measure"
+                .into(),
+        ));
+    };
+    let m = measure(&guardrail.middleware, args.calls, args.concurrency, args.use_async);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
+    } else {
+        print_text(&m);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The providers of the standard suite: (label, YAML provider section).
+fn suite_providers(dir: &Path) -> Vec<(&'static str, String)> {
+    let lib = |name: &str| dir.join(name).display().to_string();
+    let passport = std::env::current_dir().unwrap_or_default().join("examples/oap/passport.json");
+    vec![
+        (
+            "allowlist (built-in)",
+            "use: builtin:AllowlistProvider\n    config: {denied_tools: [bash, write_file, str_replace]}"
+                .into(),
+        ),
+        (
+            "allowlist (.so)",
+            format!(
+                "use: {}:AllowlistProvider\n    config: {{denied_tools: [bash, write_file, str_replace]}}",
+                lib("libguardhost_allowlist.so")
+            ),
+        ),
+        (
+            "template, parses arguments (.so)",
+            format!(
+                "use: {}:TemplateProvider\n    config: {{blocked_patterns: [\"rm -rf\"]}}",
+                lib("libguardhost_provider_template.so")
+            ),
+        ),
+        (
+            "OAP, example passport (.so)",
+            format!(
+                "use: {}:OAPGuardrailProvider\n    config: {{passport_path: \"{}\"}}",
+                lib("libguardhost_oap.so"),
+                passport.display()
+            ),
+        ),
+    ]
+}
+
+fn suite(args: &BenchArgs) -> Result<ExitCode, CliError> {
+    let exe = std::env::current_exe()
+        .map_err(|source| CliError::Io { what: "cannot find this executable".into(), source })?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let mut rows = Vec::new();
+    for (label, provider) in suite_providers(dir) {
+        let yaml = format!("guardrails:\n  enabled: true\n  provider:\n    {provider}\n");
+        let config =
+            LoadedConfig::from_yaml(&yaml, dir.to_path_buf(), guardhost::ConfigOrigin::Embedded, |_| None)?;
+        let Some(guardrail) = guardhost::install(&config)? else { continue };
+        for use_async in [false, true] {
+            let m = measure(&guardrail.middleware, args.calls, args.concurrency, use_async);
+            rows.push((label, m));
+        }
+    }
+    if args.json {
+        let all: Vec<_> =
+            rows.iter().map(|(label, m)| serde_json::json!({"label": label, "measurement": m})).collect();
+        println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+    } else {
+        println!("| provider | path | p50 | p99 | max | calls/s | peak RSS |");
+        println!("|---|---|---|---|---|---|---|");
+        for (label, m) in &rows {
+            println!(
+                "| {label} | {} | {} | {} | {} | {:.0} | {} |",
+                m.path,
+                micros(m.p50_ns),
+                micros(m.p99_ns),
+                micros(m.max_ns),
+                m.calls_per_second,
+                m.peak_rss_kib.map_or("n/a".into(), |k| format!("{:.1} MB", k as f64 / 1024.0))
+            );
+        }
+    }
+    if let Some(path) = &args.chart {
+        std::fs::write(path, chart(&rows))
+            .map_err(|source| CliError::Io { what: format!("cannot write {}", path.display()), source })?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A horizontal bar chart of p50 and p99 per provider and path, on a log
+/// scale from 0.1 µs (providers differ by orders of magnitude).
+fn chart(rows: &[(&str, Measurement)]) -> String {
+    let max = rows.iter().map(|(_, m)| m.p99_ns).max().unwrap_or(1).max(1000) as f64;
+    let decades = (max / 100.0).log10().ceil().max(1.0);
+    let scale = |ns: u64| ((ns.max(100) as f64 / 100.0).log10() / decades).clamp(0.0, 1.0);
+    let (left, width, bar, gap) = (300.0, 560.0, 14.0, 10.0);
+    let row_height = 2.0 * bar + gap;
+    let height = 70.0 + rows.len() as f64 * row_height + 40.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">guardhost: time per tool call (wrap_tool_call / awrap_tool_call, mixed DeerFlow calls)</text>\n\
+         <rect x=\"{left}\" y=\"34\" width=\"12\" height=\"10\" fill=\"#2b6cb0\"/><text x=\"{lx1}\" y=\"43\">p50</text>\n\
+         <rect x=\"{lx2}\" y=\"34\" width=\"12\" height=\"10\" fill=\"#90cdf4\"/><text x=\"{lx3}\" y=\"43\">p99</text>\n",
+        w = left + width + 120.0,
+        lx1 = left + 16.0,
+        lx2 = left + 60.0,
+        lx3 = left + 76.0,
+    );
+    for (i, (label, m)) in rows.iter().enumerate() {
+        let y = 60.0 + i as f64 * row_height;
+        let p50 = scale(m.p50_ns) * width;
+        let p99 = scale(m.p99_ns) * width;
+        svg.push_str(&format!(
+            "<text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{label} — {path}</text>\n\
+             <rect x=\"{left}\" y=\"{y}\" width=\"{p50:.1}\" height=\"{bar}\" fill=\"#2b6cb0\"/>\n\
+             <text x=\"{v1}\" y=\"{vy1}\">{p50v}</text>\n\
+             <rect x=\"{left}\" y=\"{y2}\" width=\"{p99:.1}\" height=\"{bar}\" fill=\"#90cdf4\"/>\n\
+             <text x=\"{v2}\" y=\"{vy2}\">{p99v}</text>\n",
+            label = label.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;"),
+            tx = left - 8.0,
+            ty = y + bar + 4.0,
+            path = m.path,
+            y2 = y + bar,
+            v1 = left + p50 + 4.0,
+            vy1 = y + bar - 3.0,
+            p50v = micros(m.p50_ns),
+            v2 = left + p99 + 4.0,
+            vy2 = y + 2.0 * bar - 3.0,
+            p99v = micros(m.p99_ns),
+        ));
+    }
+    let axis_y = 60.0 + rows.len() as f64 * row_height + 10.0;
+    svg.push_str(&format!(
+        "<line x1=\"{left}\" y1=\"{axis_y}\" x2=\"{x2}\" y2=\"{axis_y}\" stroke=\"#444\"/>\n",
+        x2 = left + width
+    ));
+    for decade in 0..=decades as u32 {
+        let x = left + width * f64::from(decade) / decades;
+        let label = micros(100 * 10u64.pow(decade));
+        svg.push_str(&format!(
+            "<line x1=\"{x:.1}\" y1=\"{axis_y}\" x2=\"{x:.1}\" y2=\"{t1}\" stroke=\"#444\"/>\
+             <text x=\"{x:.1}\" y=\"{t2}\" text-anchor=\"middle\">{label}</text>\n",
+            t1 = axis_y + 4.0,
+            t2 = axis_y + 17.0
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_is_answered_once_on_both_paths() {
+        let config = LoadedConfig::embedded_default();
+        let guardrail = guardhost::install(&config).unwrap().unwrap();
+        for use_async in [false, true] {
+            let m = measure(&guardrail.middleware, 1_001, 4, use_async);
+            assert_eq!(m.allowed + m.denied, 1_001);
+            // The mix has 13 tools; bash, write_file and str_replace are denied.
+            assert!(m.denied >= 3 * (1_001 / 13) && m.denied <= 3 * (1_001 / 13 + 1), "{m:?}");
+            assert!(m.p50_ns <= m.p99_ns && m.p99_ns <= m.max_ns);
+        }
+    }
+
+    #[test]
+    fn the_chart_is_an_svg_with_a_bar_pair_per_row() {
+        let m = Measurement {
+            provider: "p".into(),
+            path: "sync",
+            calls: 1,
+            concurrency: 1,
+            allowed: 1,
+            denied: 0,
+            p50_ns: 500,
+            p99_ns: 900,
+            max_ns: 1000,
+            calls_per_second: 1.0,
+            peak_rss_kib: None,
+        };
+        let svg = chart(&[("a <b>", m.clone()), ("c", m)]);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<rect").count(), 1 + 2 + 4);
+        assert!(svg.contains("a &lt;b&gt; — sync") && !svg.contains("<b>"));
+    }
+}
