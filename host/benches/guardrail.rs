@@ -90,6 +90,23 @@ fn providers() -> Vec<(&'static str, Arc<dyn guardhost::GuardrailProvider>, Tool
 
 fn decision(c: &mut Criterion) {
     let mut group = c.benchmark_group("decision");
+    // The baseline: the allowlist's own Rust code called directly with a
+    // prepared request, no host, no ABI conversion.
+    {
+        use guardhost_abi::Provider;
+        let config = guardhost_allowlist::AllowlistConfig {
+            allowed_tools: None,
+            denied_tools: Some(vec!["bash".into(), "write_file".into(), "str_replace".into()]),
+        };
+        let provider = guardhost_allowlist::AllowlistProvider::new(config).unwrap();
+        let args = r#"{"path":"/mnt/user-data/workspace/README.md"}"#;
+        for (kind, tool) in [("allow", "read_file"), ("deny", "bash")] {
+            let request = guardhost_abi::Request::for_tool(tool).with_tool_input_json(args);
+            group.bench_function(format!("allowlist direct Rust call/{kind}"), |b| {
+                b.iter(|| black_box(provider.evaluate(black_box(&request)).unwrap()))
+            });
+        }
+    }
     for (name, provider, allowed, denied) in providers() {
         for (kind, call) in [("allow", allowed), ("deny", denied)] {
             let request = GuardrailRequest::from_tool_call(&call, None).unwrap();

@@ -175,7 +175,15 @@ impl GuardrailRequest {
             is_internal: false,
             authz_attributes: Map::new(),
         };
-        // One pass over the context (not a lookup per field).
+        // One pass over the context (not a lookup per field). A context with
+        // several bad fields reports the same one whatever the map's order:
+        // `authz_attributes` first, then the strings in CONTEXT_STRINGS order.
+        let mut first_error: Option<(usize, RequestError)> = None;
+        let mut keep = |rank: usize, error: RequestError| {
+            if first_error.as_ref().is_none_or(|(r, _)| rank < *r) {
+                first_error = Some((rank, error));
+            }
+        };
         for (key, value) in call.context.iter().flatten() {
             let slot = match key.as_str() {
                 "thread_id" => &mut request.thread_id,
@@ -197,9 +205,7 @@ impl GuardrailRequest {
                     match value {
                         Value::Null => {}
                         Value::Object(map) => request.authz_attributes = map.clone(),
-                        other => {
-                            return Err(RequestError::AuthzAttributesNotMapping { found: json_type(other) })
-                        }
+                        other => keep(0, RequestError::AuthzAttributesNotMapping { found: json_type(other) }),
                     }
                     continue;
                 }
@@ -209,12 +215,16 @@ impl GuardrailRequest {
                 Value::Null => {}
                 Value::String(s) => *slot = Some(s.clone()),
                 other => {
-                    let field = CONTEXT_STRINGS.iter().find(|f| **f == key).copied().unwrap_or("context");
-                    return Err(RequestError::NotAString { field, found: json_type(other) });
+                    let rank = CONTEXT_STRINGS.iter().position(|f| f == key).unwrap_or(CONTEXT_STRINGS.len());
+                    let field = CONTEXT_STRINGS.get(rank).copied().unwrap_or("context");
+                    keep(rank + 1, RequestError::NotAString { field, found: json_type(other) });
                 }
             }
         }
-        Ok(request)
+        match first_error {
+            Some((_, error)) => Err(error),
+            None => Ok(request),
+        }
     }
 }
 
@@ -324,11 +334,32 @@ mod tests {
     }
 
     #[test]
+    fn several_bad_context_fields_report_the_same_one_whatever_the_order() {
+        let call = |context: Value| {
+            ToolCallRequest::new("t", Map::new()).with_context(context.as_object().unwrap().clone())
+        };
+        let error =
+            GuardrailRequest::from_tool_call(&call(json!({"run_id": 2, "thread_id": 1})), None).unwrap_err();
+        assert_eq!(error, RequestError::NotAString { field: "thread_id", found: "a number" });
+        let error = GuardrailRequest::from_tool_call(
+            &call(json!({"channel_user_id": [], "authz_attributes": 3})),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(error, RequestError::AuthzAttributesNotMapping { found: "a number" });
+    }
+
+    #[test]
     fn the_fast_timestamp_is_chronos() {
         use chrono::TimeZone;
-        for (secs, nanos) in
-            [(0, 0), (1_764_480_000, 123_456_789), (1_764_480_000, 999_999_999), (4_102_444_799, 1_000)]
-        {
+        for (secs, nanos) in [
+            (0, 0),
+            (1_764_480_000, 123_456_789),
+            (1_764_480_000, 999_999_999),
+            (4_102_444_799, 1_000),
+            (-62_000_000_000, 5_000),
+            (300_000_000_000, 42_000),
+        ] {
             let t = chrono::Utc.timestamp_opt(secs, nanos).unwrap();
             assert_eq!(timestamp(t), t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false));
         }

@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use guardhost::conformance::corpus::everyday_tool_calls;
 use guardhost::{
-    async_handler, GuardrailMiddleware, LoadedConfig, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus,
+    async_handler, GuardrailMiddleware, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{load_guardrail, CliError};
 
@@ -45,14 +45,16 @@ pub struct BenchArgs {
 }
 
 /// What one run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurement {
     provider: String,
-    path: &'static str,
+    path: String,
     calls: u64,
     concurrency: u16,
     allowed: u64,
     denied: u64,
+    /// Calls that ended in an error (an invalid request, an interrupt).
+    errors: u64,
     p50_ns: u64,
     p99_ns: u64,
     max_ns: u64,
@@ -76,86 +78,119 @@ fn peak_rss_kib() -> Option<u64> {
     line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()
 }
 
-/// Per-call latencies (ns) and allowed count of one caller's share.
-type Share = (Vec<u64>, u64);
-
-fn sync_share(mw: &GuardrailMiddleware, calls: &[ToolCallRequest], count: u64, offset: usize) -> Share {
-    let mut latencies = Vec::with_capacity(count as usize);
-    let mut allowed = 0;
-    for i in 0..count as usize {
-        let call = calls[(i + offset) % calls.len()].clone();
-        let started = Instant::now();
-        let message = mw.wrap_tool_call(call, &passthrough);
-        latencies.push(started.elapsed().as_nanos() as u64);
-        if matches!(message, Ok(ToolMessage { status: ToolStatus::Success, .. })) {
-            allowed += 1;
-        }
-    }
-    (latencies, allowed)
+/// One caller's share: per-call latencies (ns), and how many calls were
+/// allowed and how many ended in an error.
+#[derive(Default)]
+struct Share {
+    latencies: Vec<u64>,
+    allowed: u64,
+    errors: u64,
 }
 
-/// Sends `calls` calls through `mw` from `concurrency` callers.
+impl Share {
+    fn with_capacity(calls: u64) -> Self {
+        Share { latencies: Vec::with_capacity(calls as usize), ..Share::default() }
+    }
+
+    fn record(&mut self, started: Instant, outcome: &Result<ToolMessage, ToolCallError>) {
+        self.latencies.push(started.elapsed().as_nanos() as u64);
+        match outcome {
+            Ok(ToolMessage { status: ToolStatus::Success, .. }) => self.allowed += 1,
+            Ok(_) => {}
+            Err(_) => self.errors += 1,
+        }
+    }
+}
+
+/// One sync caller: `count` calls of the mix, starting at `offset`. Each
+/// call is cloned from the mix (as a runtime hands over a new call) outside
+/// the timed part.
+fn sync_share(mw: &GuardrailMiddleware, mix: &[ToolCallRequest], count: u64, offset: usize) -> Share {
+    let mut share = Share::with_capacity(count);
+    for i in 0..count as usize {
+        let call = mix[(i + offset) % mix.len()].clone();
+        let started = Instant::now();
+        let outcome = mw.wrap_tool_call(call, &passthrough);
+        share.record(started, &outcome);
+    }
+    share
+}
+
+/// `callers` async tasks sending `calls` calls between them.
+async fn async_shares(
+    mw: &GuardrailMiddleware,
+    mix: &Arc<Vec<ToolCallRequest>>,
+    calls: u64,
+    callers: u64,
+) -> Vec<Share> {
+    let handler = async_handler(|call: ToolCallRequest| async move { passthrough(call) });
+    let tasks: Vec<_> = (0..callers)
+        .map(|c| {
+            let (mw, mix, handler) = (mw.clone(), mix.clone(), handler.clone());
+            let count = calls / callers + u64::from(c < calls % callers);
+            tokio::spawn(async move {
+                let mut share = Share::with_capacity(count);
+                for i in 0..count as usize {
+                    let call = mix[(i + c as usize) % mix.len()].clone();
+                    let started = Instant::now();
+                    let outcome = mw.awrap_tool_call(call, handler.clone()).await;
+                    share.record(started, &outcome);
+                }
+                share
+            })
+        })
+        .collect();
+    let mut shares = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        shares.push(task.await.expect("a bench task"));
+    }
+    shares
+}
+
+/// Sends `calls` calls through `mw` from `concurrency` callers, after a
+/// warm-up on the same path (a tenth of the calls, at most 20,000).
 pub fn measure(mw: &GuardrailMiddleware, calls: u64, concurrency: u16, use_async: bool) -> Measurement {
     let mix = Arc::new(everyday_tool_calls());
     let callers = u64::from(concurrency);
-    let per_caller = |c: u64| calls / callers + u64::from(c < calls % callers);
-    // Warm up (caches, allocator, lazily built state) before timing.
-    let _ = sync_share(mw, &mix, (calls / 10).min(20_000), 0);
-    let started = Instant::now();
-    let shares: Vec<Share> = if use_async {
+    let warm_up = (calls / 10).clamp(1, 20_000);
+    let (shares, wall) = if use_async {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
-        let handler = async_handler(|call: ToolCallRequest| async move { passthrough(call) });
-        runtime.block_on(async {
-            let tasks: Vec<_> = (0..callers)
-                .map(|c| {
-                    let (mw, mix, handler) = (mw.clone(), mix.clone(), handler.clone());
-                    let count = per_caller(c);
-                    tokio::spawn(async move {
-                        let mut latencies = Vec::with_capacity(count as usize);
-                        let mut allowed = 0;
-                        for i in 0..count as usize {
-                            let call = mix[(i + c as usize) % mix.len()].clone();
-                            let t = Instant::now();
-                            let message = mw.awrap_tool_call(call, handler.clone()).await;
-                            latencies.push(t.elapsed().as_nanos() as u64);
-                            if matches!(message, Ok(ToolMessage { status: ToolStatus::Success, .. })) {
-                                allowed += 1;
-                            }
-                        }
-                        (latencies, allowed)
-                    })
-                })
-                .collect();
-            let mut shares = Vec::new();
-            for task in tasks {
-                shares.push(task.await.expect("a bench task"));
-            }
-            shares
-        })
+        runtime.block_on(async_shares(mw, &mix, warm_up, 1));
+        let started = Instant::now();
+        let shares = runtime.block_on(async_shares(mw, &mix, calls, callers));
+        (shares, started.elapsed())
     } else {
-        std::thread::scope(|scope| {
+        sync_share(mw, &mix, warm_up, 0);
+        let started = Instant::now();
+        let shares = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..callers)
                 .map(|c| {
+                    let count = calls / callers + u64::from(c < calls % callers);
                     let mix = &mix;
-                    scope.spawn(move || sync_share(mw, mix, per_caller(c), c as usize))
+                    scope.spawn(move || sync_share(mw, mix, count, c as usize))
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().expect("a bench thread")).collect()
-        })
+            handles.into_iter().map(|h| h.join().expect("a bench thread")).collect::<Vec<_>>()
+        });
+        (shares, started.elapsed())
     };
-    let wall = started.elapsed();
-    let allowed: u64 = shares.iter().map(|s| s.1).sum();
-    let mut latencies: Vec<u64> = shares.into_iter().flat_map(|s| s.0).collect();
+    let allowed: u64 = shares.iter().map(|s| s.allowed).sum();
+    let errors: u64 = shares.iter().map(|s| s.errors).sum();
+    let mut latencies = Vec::with_capacity(calls as usize);
+    for share in shares {
+        latencies.extend(share.latencies);
+    }
     latencies.sort_unstable();
     let at = |q: usize| latencies[(latencies.len() * q).div_ceil(100).max(1) - 1];
     Measurement {
         provider: mw.provider().name().to_owned(),
-        path: if use_async { "async" } else { "sync" },
+        path: if use_async { "async" } else { "sync" }.to_owned(),
         calls,
         concurrency,
         allowed,
-        denied: calls - allowed,
+        denied: calls - allowed - errors,
+        errors,
         p50_ns: at(50),
         p99_ns: at(99),
         max_ns: latencies.last().copied().unwrap_or(0),
@@ -170,7 +205,10 @@ fn micros(ns: u64) -> String {
 
 fn print_text(m: &Measurement) {
     println!("provider:         {} ({} path, {} caller(s))", m.provider, m.path, m.concurrency);
-    println!("calls:            {} ({} allowed, {} denied)", m.calls, m.allowed, m.denied);
+    println!(
+        "calls:            {} ({} allowed, {} denied, {} errors)",
+        m.calls, m.allowed, m.denied, m.errors
+    );
     println!(
         "per call:         p50 {}, p99 {}, max {}",
         micros(m.p50_ns),
@@ -239,21 +277,41 @@ fn suite_providers(dir: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Each row runs in a child process of its own, so each row's peak memory
+/// is its own.
 fn suite(args: &BenchArgs) -> Result<ExitCode, CliError> {
-    let exe = std::env::current_exe()
-        .map_err(|source| CliError::Io { what: "cannot find this executable".into(), source })?;
+    let io = |what: String| move |source| CliError::Io { what, source };
+    let exe = std::env::current_exe().map_err(io("cannot find this executable".into()))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
+    let configs = tempfile_dir()?;
     let mut rows = Vec::new();
-    for (label, provider) in suite_providers(dir) {
-        let yaml = format!("guardrails:\n  enabled: true\n  provider:\n    {provider}\n");
-        let config =
-            LoadedConfig::from_yaml(&yaml, dir.to_path_buf(), guardhost::ConfigOrigin::Embedded, |_| None)?;
-        let Some(guardrail) = guardhost::install(&config)? else { continue };
+    for (i, (label, provider)) in suite_providers(dir).into_iter().enumerate() {
+        let config = configs.join(format!("suite-{i}.yaml"));
+        std::fs::write(&config, format!("guardrails:\n  enabled: true\n  provider:\n    {provider}\n"))
+            .map_err(io(format!("cannot write {}", config.display())))?;
         for use_async in [false, true] {
-            let m = measure(&guardrail.middleware, args.calls, args.concurrency, use_async);
-            rows.push((label, m));
+            let mut command = std::process::Command::new(&exe);
+            command.arg("bench").arg("--config").arg(&config).arg("--json");
+            command.args([
+                "--calls",
+                &args.calls.to_string(),
+                "--concurrency",
+                &args.concurrency.to_string(),
+            ]);
+            if use_async {
+                command.arg("--async");
+            }
+            let output = command.output().map_err(io(format!("cannot run {}", exe.display())))?;
+            let measurement: Measurement = serde_json::from_slice(&output.stdout).map_err(|e| {
+                CliError::Usage(format!(
+                    "the {label} row failed ({e}): {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ))
+            })?;
+            rows.push((label, measurement));
         }
     }
+    let _ = std::fs::remove_dir_all(&configs);
     if args.json {
         let all: Vec<_> =
             rows.iter().map(|(label, m)| serde_json::json!({"label": label, "measurement": m})).collect();
@@ -274,10 +332,17 @@ fn suite(args: &BenchArgs) -> Result<ExitCode, CliError> {
         }
     }
     if let Some(path) = &args.chart {
-        std::fs::write(path, chart(&rows))
-            .map_err(|source| CliError::Io { what: format!("cannot write {}", path.display()), source })?;
+        std::fs::write(path, chart(&rows)).map_err(io(format!("cannot write {}", path.display())))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A fresh directory for the suite's configs.
+fn tempfile_dir() -> Result<PathBuf, CliError> {
+    let dir = std::env::temp_dir().join(format!("guardhost-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|source| CliError::Io { what: format!("cannot create {}", dir.display()), source })?;
+    Ok(dir)
 }
 
 /// A horizontal bar chart of p50 and p99 per provider and path, on a log
@@ -290,9 +355,9 @@ fn chart(rows: &[(&str, Measurement)]) -> String {
     let row_height = 2.0 * bar + gap;
     let height = 70.0 + rows.len() as f64 * row_height + 40.0;
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">guardhost: time per tool call (wrap_tool_call / awrap_tool_call, mixed DeerFlow calls)</text>\n\
+         <text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">guardhost: time per tool call (wrap_tool_call / awrap_tool_call, mixed DeerFlow calls; log scale)</text>\n\
          <rect x=\"{left}\" y=\"34\" width=\"12\" height=\"10\" fill=\"#2b6cb0\"/><text x=\"{lx1}\" y=\"43\">p50</text>\n\
          <rect x=\"{lx2}\" y=\"34\" width=\"12\" height=\"10\" fill=\"#90cdf4\"/><text x=\"{lx3}\" y=\"43\">p99</text>\n",
         w = left + width + 120.0,
@@ -307,9 +372,9 @@ fn chart(rows: &[(&str, Measurement)]) -> String {
         svg.push_str(&format!(
             "<text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{label} — {path}</text>\n\
              <rect x=\"{left}\" y=\"{y}\" width=\"{p50:.1}\" height=\"{bar}\" fill=\"#2b6cb0\"/>\n\
-             <text x=\"{v1}\" y=\"{vy1}\">{p50v}</text>\n\
+             <text x=\"{v1:.1}\" y=\"{vy1}\">{p50v}</text>\n\
              <rect x=\"{left}\" y=\"{y2}\" width=\"{p99:.1}\" height=\"{bar}\" fill=\"#90cdf4\"/>\n\
-             <text x=\"{v2}\" y=\"{vy2}\">{p99v}</text>\n",
+             <text x=\"{v2:.1}\" y=\"{vy2}\">{p99v}</text>\n",
             label = label.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;"),
             tx = left - 8.0,
             ty = y + bar + 4.0,
@@ -345,6 +410,7 @@ fn chart(rows: &[(&str, Measurement)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use guardhost::LoadedConfig;
 
     #[test]
     fn every_call_is_answered_once_on_both_paths() {
@@ -353,6 +419,7 @@ mod tests {
         for use_async in [false, true] {
             let m = measure(&guardrail.middleware, 1_001, 4, use_async);
             assert_eq!(m.allowed + m.denied, 1_001);
+            assert_eq!(m.errors, 0);
             // The mix has 13 tools; bash, write_file and str_replace are denied.
             assert!(m.denied >= 3 * (1_001 / 13) && m.denied <= 3 * (1_001 / 13 + 1), "{m:?}");
             assert!(m.p50_ns <= m.p99_ns && m.p99_ns <= m.max_ns);
@@ -363,11 +430,12 @@ mod tests {
     fn the_chart_is_an_svg_with_a_bar_pair_per_row() {
         let m = Measurement {
             provider: "p".into(),
-            path: "sync",
+            path: "sync".into(),
             calls: 1,
             concurrency: 1,
             allowed: 1,
             denied: 0,
+            errors: 0,
             p50_ns: 500,
             p99_ns: 900,
             max_ns: 1000,
