@@ -176,8 +176,7 @@ fn loading(c: &mut Criterion) {
     let mut group = c.benchmark_group("load");
     group.sample_size(10).warm_up_time(Duration::from_millis(200)).measurement_time(Duration::from_secs(2));
     let original = support::library("guardhost_allowlist");
-    let cached =
-        ProviderSpec { use_: use_of("guardhost_allowlist", "AllowlistProvider"), config: allowlist_config() };
+    let cached = ProviderSpec::new(use_of("guardhost_allowlist", "AllowlistProvider"), allowlist_config());
     group.bench_function("construct (library already loaded)", |b| {
         b.iter(|| black_box(guardhost::instantiate(&cached, Path::new("/")).unwrap()))
     });
@@ -193,10 +192,8 @@ fn loading(c: &mut Criterion) {
                 copies += 1;
                 let copy = dir.path().join(format!("libcopy{copies}.so"));
                 std::fs::copy(&original, &copy).unwrap();
-                let spec = ProviderSpec {
-                    use_: format!("{}:AllowlistProvider", copy.display()),
-                    config: allowlist_config(),
-                };
+                let spec =
+                    ProviderSpec::new(format!("{}:AllowlistProvider", copy.display()), allowlist_config());
                 let start = Instant::now();
                 black_box(guardhost::instantiate(&spec, dir.path()).unwrap());
                 total += start.elapsed();

@@ -53,6 +53,22 @@ pub struct ProviderSpec {
     /// The constructor's keyword arguments (after `$ENV_VAR` resolution).
     #[serde(default)]
     pub config: Map<String, Value>,
+    /// The library file's SHA-256, in hex: checked before the library is
+    /// loaded; a mismatch loads nothing.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Load a library even when it, or a directory on its path, can be
+    /// written by group or others (refused by default, as OpenSSH's
+    /// `StrictModes` refuses such key files).
+    #[serde(default)]
+    pub allow_insecure_permissions: bool,
+}
+
+impl ProviderSpec {
+    /// A spec with `use:` and `config`, and the other keys at their defaults.
+    pub fn new(use_: impl Into<String>, config: Map<String, Value>) -> Self {
+        ProviderSpec { use_: use_.into(), config, sha256: None, allow_insecure_permissions: false }
+    }
 }
 
 impl GuardrailsConfig {

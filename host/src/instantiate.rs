@@ -10,7 +10,7 @@ use guardhost_abi::{ProviderDescriptor, ProviderFactoryRef};
 use serde_json::{Map, Value};
 
 use crate::config::ProviderSpec;
-use crate::loader::{self, LoadError, LoadErrorKind};
+use crate::loader::{self, FileChecks, LoadError, LoadErrorKind};
 use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, MalformedUse, UseTarget};
 
@@ -140,12 +140,23 @@ pub enum BuildError {
 /// Resolves, loads, checks and constructs the provider of `spec`. Relative
 /// library paths are resolved against `base_dir`.
 pub fn instantiate(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvider, BuildError> {
-    locate(&spec.use_, base_dir)?.construct(&spec.config)
+    let checks = FileChecks {
+        sha256: spec.sha256.clone(),
+        allow_insecure_permissions: spec.allow_insecure_permissions,
+    };
+    locate_checked(&spec.use_, base_dir, &checks)?.construct(&spec.config)
 }
 
 /// Resolves `use:` and loads and checks the library (or finds the
-/// built-in), without constructing anything.
+/// built-in), without constructing anything; the library file must not be
+/// writable by group or others.
 pub fn locate(use_: &str, base_dir: &Path) -> Result<Descriptor, BuildError> {
+    locate_checked(use_, base_dir, &FileChecks::default())
+}
+
+/// [`locate`], with the file checks of `provider.sha256` and
+/// `provider.allow_insecure_permissions`.
+pub fn locate_checked(use_: &str, base_dir: &Path, checks: &FileChecks) -> Result<Descriptor, BuildError> {
     match resolve::parse_use(use_)? {
         UseTarget::Builtin { symbol } => {
             let found = builtins().into_iter().find(|(name, _)| *name == symbol);
@@ -157,7 +168,7 @@ pub fn locate(use_: &str, base_dir: &Path) -> Result<Descriptor, BuildError> {
         }
         UseTarget::Library { path, symbol } => {
             let candidates = resolve::library_candidates(&path, base_dir);
-            let (path, descriptor) = loader::load(&candidates, &symbol).map_err(|error| {
+            let (path, descriptor) = loader::load(&candidates, &symbol, checks).map_err(|error| {
                 match (&error.kind, resolve::looks_like_python_module(&path)) {
                     (LoadErrorKind::NotFound { tried }, true) => BuildError::PythonModulePath {
                         value: use_.to_owned(),

@@ -68,6 +68,31 @@ pub enum LoadErrorKind {
     /// Built with `panic = "abort"`.
     #[error("the library was built with panic = \"abort\": a panic in the provider would abort the whole host instead of becoming a provider error; rebuild it with panic = \"unwind\" (the default)")]
     PanicAbort,
+    /// `provider.sha256` is not 64 hexadecimal digits.
+    #[error("`provider.sha256` must be 64 hexadecimal digits (the output of `sha256sum`), got {value:?}")]
+    InvalidDigest {
+        /// The configured value.
+        value: String,
+    },
+    /// The library's digest is not the configured one.
+    #[error("the library's SHA-256 is {found}, but `provider.sha256` says {expected}; nothing was loaded. If the new library is the one you meant, update `provider.sha256`")]
+    DigestMismatch {
+        /// The configured digest.
+        expected: String,
+        /// The file's digest.
+        found: String,
+    },
+    /// The library, or a directory on its path, is writable by group or
+    /// others.
+    #[error("{} is {what} (mode {mode:o}), so another user could replace the provider; fix it with `chmod go-w {}`, or set `provider.allow_insecure_permissions: true`", path.display(), path.display())]
+    InsecurePermissions {
+        /// The file or directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+        /// `group-writable`, `world-writable` or both.
+        what: &'static str,
+    },
     /// `abi_stable` rejected the factory's layout.
     #[error("the provider's types do not match this host's ABI layout (built against a different guardhost-abi?): {summary}")]
     LayoutMismatch {
@@ -99,12 +124,22 @@ fn libraries() -> &'static Mutex<HashMap<PathBuf, &'static libloading::Library>>
     LIBRARIES.get_or_init(Default::default)
 }
 
+/// What is checked about a library file before it is opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileChecks {
+    /// The expected SHA-256 (hex), if any.
+    pub sha256: Option<String>,
+    /// Skip the permission check.
+    pub allow_insecure_permissions: bool,
+}
+
 /// Opens the first existing candidate and validates `symbol` in it; returns
 /// the library's canonical path and the descriptor, valid for the rest of the
-/// process.
+/// process. `checks` run on the file before anything of it is loaded.
 pub fn load(
     candidates: &[PathBuf],
     symbol: &str,
+    checks: &FileChecks,
 ) -> Result<(PathBuf, &'static ProviderDescriptor), LoadError> {
     let Some(path) = candidates.iter().find(|p| p.exists()) else {
         let shown = candidates.first().cloned().unwrap_or_default();
@@ -121,6 +156,12 @@ pub fn load(
             reason: "it is a directory, not a library file".into(),
         }));
     }
+    if !checks.allow_insecure_permissions {
+        check_permissions(&canonical).map_err(fail)?;
+    }
+    if let Some(expected) = &checks.sha256 {
+        check_digest(&canonical, expected).map_err(fail)?;
+    }
     let key = (canonical.clone(), symbol.to_owned());
     if let Some(descriptor) = validated().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok((canonical, descriptor));
@@ -129,6 +170,51 @@ pub fn load(
     let descriptor = find_descriptor(library, symbol).map_err(fail)?;
     validated().lock().unwrap_or_else(|e| e.into_inner()).insert(key, descriptor);
     Ok((canonical, descriptor))
+}
+
+/// Refuses a file, or a directory on its path, that group or others may
+/// write. A root-owned directory with the sticky bit (such as `/tmp`) is
+/// fine: others cannot rename or remove what is in it.
+#[cfg(unix)]
+fn check_permissions(path: &Path) -> Result<(), LoadErrorKind> {
+    use std::os::unix::fs::MetadataExt;
+    for (i, at) in path.ancestors().enumerate() {
+        let Ok(meta) = std::fs::metadata(at) else { continue };
+        let mode = meta.mode() & 0o7777;
+        let sticky_root_dir = i > 0 && meta.is_dir() && mode & 0o1000 != 0 && meta.uid() == 0;
+        let what = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+            _ if sticky_root_dir => continue,
+            (true, true) => "group- and world-writable",
+            (true, false) => "group-writable",
+            (false, true) => "world-writable",
+            (false, false) => continue,
+        };
+        return Err(LoadErrorKind::InsecurePermissions { path: at.to_path_buf(), mode, what });
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_permissions(_path: &Path) -> Result<(), LoadErrorKind> {
+    // Windows ACLs are not mode bits; not checked.
+    Ok(())
+}
+
+/// Compares the file's SHA-256 with `expected` (hex, any case).
+fn check_digest(path: &Path, expected: &str) -> Result<(), LoadErrorKind> {
+    use sha2::{Digest, Sha256};
+    let expected_lower = expected.trim().to_ascii_lowercase();
+    if expected_lower.len() != 64 || !expected_lower.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(LoadErrorKind::InvalidDigest { value: expected.to_owned() });
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| LoadErrorKind::NotLoadable { reason: format!("cannot read it: {e}") })?;
+    let found: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    if found == expected_lower {
+        Ok(())
+    } else {
+        Err(LoadErrorKind::DigestMismatch { expected: expected_lower, found })
+    }
 }
 
 /// Descriptors already checked, by library and symbol. The layout check

@@ -481,3 +481,28 @@ fn bench_refuses_a_config_without_a_guardrail() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("installs no guardrail"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_library_is_never_taken_from_the_loaders_search_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "config.yaml",
+        "guardrails:\n  enabled: true\n  provider:\n    use: libguardhost_allowlist.so:AllowlistProvider\n",
+    );
+    let built = library("guardhost_allowlist");
+    let out = Command::new(env!("CARGO_BIN_EXE_guardhost"))
+        .args(["check", "--config", path.to_str().unwrap()])
+        .env("LD_LIBRARY_PATH", built.parent().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let error = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        error.contains(&format!(
+            "no such file; tried {}",
+            dir.path().join("libguardhost_allowlist.so").display()
+        )),
+        "{error}"
+    );
+}

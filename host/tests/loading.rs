@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::path::{Path, PathBuf};
+
 use guardhost::{
     install, instantiate, BuildError, ConfigOrigin, LoadErrorKind, LoadedConfig, ProviderSource,
     ProviderSpec, ToolCallRequest,
@@ -36,7 +38,7 @@ fn malformed_use_is_explained() {
 #[test]
 fn a_missing_file_shows_the_resolved_path() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = ProviderSpec { use_: "plugins/libnothere.so:P".into(), config: Map::new() };
+    let spec = ProviderSpec::new("plugins/libnothere.so:P", Map::new());
     let error = instantiate(&spec, dir.path()).unwrap_err();
     let resolved = dir.path().join("plugins/libnothere.so");
     assert_eq!(kind(&error), &LoadErrorKind::NotFound { tried: vec![resolved.clone()] });
@@ -46,7 +48,7 @@ fn a_missing_file_shows_the_resolved_path() {
 #[test]
 fn a_missing_file_without_suffix_lists_every_spelling_tried() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = ProviderSpec { use_: "plugins/nothere:P".into(), config: Map::new() };
+    let spec = ProviderSpec::new("plugins/nothere:P", Map::new());
     let text = instantiate(&spec, dir.path()).unwrap_err().to_string();
     let platform_name = format!("{}nothere{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
     let plugins = dir.path().join("plugins");
@@ -74,7 +76,7 @@ fn a_file_that_is_not_a_library_shows_the_loaders_reason() {
 fn a_directory_is_not_a_library() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("libdir.so")).unwrap();
-    let spec = ProviderSpec { use_: "libdir.so:P".into(), config: Map::new() };
+    let spec = ProviderSpec::new("libdir.so:P", Map::new());
     let error = instantiate(&spec, dir.path()).unwrap_err();
     assert_eq!(
         kind(&error),
@@ -425,4 +427,86 @@ fn a_library_built_against_abi_1_0_loads_and_declares_no_volatile_metadata() {
 
     let current = load(&use_of("guardhost_bad_descriptors", "FineProvider"), Map::new());
     assert_eq!(current.info.abi_version, (1, 1));
+}
+
+/// A fresh copy of the allowlist library in a directory of its own.
+fn fresh_copy(dir: &Path, name: &str) -> PathBuf {
+    let copy = dir.join(name);
+    std::fs::copy(support::library("guardhost_allowlist"), &copy).unwrap();
+    copy
+}
+
+fn sha256_hex(path: &Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether the process has `path` mapped (Linux).
+fn mapped(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/maps").unwrap().contains(&path.display().to_string())
+}
+
+#[test]
+fn a_configured_digest_is_checked_before_anything_is_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = fresh_copy(dir.path(), "libgood.so");
+    let mut spec = ProviderSpec::new(format!("{}:AllowlistProvider", good.display()), Map::new());
+    spec.sha256 = Some(sha256_hex(&good).to_uppercase());
+    assert_eq!(instantiate(&spec, dir.path()).unwrap().info.name, "allowlist");
+
+    let other = fresh_copy(dir.path(), "libother.so");
+    let mut spec = ProviderSpec::new(format!("{}:AllowlistProvider", other.display()), Map::new());
+    spec.sha256 = Some("0".repeat(64));
+    let error = instantiate(&spec, dir.path()).unwrap_err().to_string();
+    assert!(
+        error.contains(&format!(
+            "the library's SHA-256 is {}, but `provider.sha256` says 0000",
+            sha256_hex(&other)
+        )),
+        "{error}"
+    );
+    assert!(!mapped(&other), "a library with the wrong digest was mapped");
+
+    spec.sha256 = Some("abc".into());
+    let error = instantiate(&spec, dir.path()).unwrap_err().to_string();
+    assert!(error.contains("must be 64 hexadecimal digits"), "{error}");
+    assert!(!mapped(&other));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_library_others_can_write_is_refused_unless_allowed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("plugins");
+    std::fs::create_dir(&sub).unwrap();
+    let lib = fresh_copy(&sub, "libwritable.so");
+    let spec = ProviderSpec::new(format!("{}:AllowlistProvider", lib.display()), Map::new());
+
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let error = instantiate(&spec, dir.path()).unwrap_err().to_string();
+    assert!(error.contains(&format!("{} is group- and world-writable (mode 666)", lib.display())), "{error}");
+    assert!(error.contains("chmod go-w") && error.contains("allow_insecure_permissions"), "{error}");
+    assert!(!mapped(&lib));
+
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let error = instantiate(&spec, dir.path()).unwrap_err().to_string();
+    assert!(error.contains(&format!("{} is group-writable (mode 775)", sub.display())), "{error}");
+
+    let mut allowed = spec.clone();
+    allowed.allow_insecure_permissions = true;
+    assert!(instantiate(&allowed, dir.path()).is_ok());
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn integrity_keys_are_read_from_yaml() {
+    let yaml = "guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    sha256: abc\n    allow_insecure_permissions: true\n";
+    let config =
+        guardhost::LoadedConfig::from_yaml(yaml, "/".into(), guardhost::ConfigOrigin::Embedded, |_| None)
+            .unwrap();
+    let provider = config.guardrails.provider.unwrap();
+    assert_eq!(provider.sha256.as_deref(), Some("abc"));
+    assert!(provider.allow_insecure_permissions);
 }

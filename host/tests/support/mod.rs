@@ -32,7 +32,7 @@ pub fn load(use_: &str, config: Map<String, Value>) -> LoadedProvider {
 
 /// Like [`load`], returning the error.
 pub fn try_load(use_: &str, config: Map<String, Value>) -> Result<LoadedProvider, guardhost::BuildError> {
-    instantiate(&ProviderSpec { use_: use_.to_owned(), config }, Path::new("/"))
+    instantiate(&ProviderSpec::new(use_, config), Path::new("/"))
 }
 
 /// A middleware around a scripted test provider.

@@ -19,7 +19,7 @@ fn main() {
     let passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/oap/passport.json");
     let use_ = format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display());
     let config = json!({ "passport_path": passport }).as_object().cloned().unwrap();
-    let provider = guardhost::instantiate(&ProviderSpec { use_, config }, Path::new("/")).unwrap().provider;
+    let provider = guardhost::instantiate(&ProviderSpec::new(use_, config), Path::new("/")).unwrap().provider;
 
     let cases: [(&str, &str, Value, bool); 5] = [
         (

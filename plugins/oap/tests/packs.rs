@@ -27,7 +27,7 @@ fn provider(passport: &Path, pack: &str) -> Arc<dyn GuardrailProvider> {
         "tool_mapping": { "pack_under_test": pack },
     });
     let use_ = format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display());
-    let spec = ProviderSpec { use_, config: config.as_object().cloned().unwrap() };
+    let spec = ProviderSpec::new(use_, config.as_object().cloned().unwrap());
     guardhost::instantiate(&spec, Path::new("/")).unwrap_or_else(|e| panic!("{e}")).provider
 }
 

@@ -24,7 +24,7 @@ fn object(value: Value) -> Map<String, Value> {
 }
 
 fn try_provider(config: Value) -> Result<Arc<dyn GuardrailProvider>, String> {
-    guardhost::instantiate(&ProviderSpec { use_: use_(), config: object(config) }, Path::new("/"))
+    guardhost::instantiate(&ProviderSpec::new(use_(), object(config)), Path::new("/"))
         .map(|loaded| loaded.provider)
         .map_err(|e| e.to_string())
 }
@@ -416,7 +416,7 @@ fn config_errors_name_the_key() {
 #[test]
 fn the_framework_is_injected_by_the_host() {
     let loaded = guardhost::instantiate(
-        &ProviderSpec { use_: use_(), config: object(json!({"passport_path": example_passport()})) },
+        &ProviderSpec::new(use_(), object(json!({"passport_path": example_passport()}))),
         Path::new("/"),
     )
     .unwrap();
