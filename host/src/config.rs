@@ -62,12 +62,23 @@ pub struct ProviderSpec {
     /// `StrictModes` refuses such key files).
     #[serde(default)]
     pub allow_insecure_permissions: bool,
+    /// Give up on a call after this many milliseconds: a provider error,
+    /// decided by `fail_closed`. Default: none (an in-process call is
+    /// waited for).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 impl ProviderSpec {
     /// A spec with `use:` and `config`, and the other keys at their defaults.
     pub fn new(use_: impl Into<String>, config: Map<String, Value>) -> Self {
-        ProviderSpec { use_: use_.into(), config, sha256: None, allow_insecure_permissions: false }
+        ProviderSpec {
+            use_: use_.into(),
+            config,
+            sha256: None,
+            allow_insecure_permissions: false,
+            timeout_ms: None,
+        }
     }
 }
 

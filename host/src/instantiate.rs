@@ -70,6 +70,8 @@ pub struct ProviderInfo {
     /// Decision-metadata keys the provider declares volatile (may differ
     /// between evaluations of the same request).
     pub volatile_metadata_keys: Vec<String>,
+    /// `provider.timeout_ms`, when set.
+    pub timeout_ms: Option<u64>,
 }
 
 /// A constructed provider and what is known about it.
@@ -144,7 +146,13 @@ pub fn instantiate(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvide
         sha256: spec.sha256.clone(),
         allow_insecure_permissions: spec.allow_insecure_permissions,
     };
-    locate_checked(&spec.use_, base_dir, &checks)?.construct(&spec.config)
+    let mut loaded = locate_checked(&spec.use_, base_dir, &checks)?.construct(&spec.config)?;
+    if let Some(ms) = spec.timeout_ms {
+        let limit = std::time::Duration::from_millis(ms.max(1));
+        loaded.provider = Arc::new(crate::timeout::TimeoutProvider::new(loaded.provider, limit));
+        loaded.info.timeout_ms = Some(ms.max(1));
+    }
+    Ok(loaded)
 }
 
 /// Resolves `use:` and loads and checks the library (or finds the
@@ -284,6 +292,7 @@ impl Descriptor {
             accepts_extra_keys,
             framework_injected,
             volatile_metadata_keys: self.volatile_metadata_keys(),
+            timeout_ms: None,
         };
         Ok(LoadedProvider { provider: Arc::new(provider), info })
     }

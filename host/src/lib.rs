@@ -44,6 +44,7 @@
 //! - [`provider`]: the host's provider trait and the ABI adapter;
 //! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
 //! - [`audit`]: audit events and sinks;
+//! - [`timeout`]: per-call timeouts (`provider.timeout_ms`);
 //! - [`conformance`]: the conformance kit for provider libraries;
 //! - [`request`]: tool calls, tool messages, requests and decisions.
 #![deny(missing_docs)]
@@ -61,6 +62,7 @@ pub mod provider;
 pub mod request;
 pub mod resolve;
 mod setup;
+pub mod timeout;
 mod yaml;
 
 pub use audit::{

@@ -38,6 +38,10 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode, CliError> {
         "framework:        {}",
         if info.framework_injected { "injected (\"deerflow\")" } else { "not injected" }
     );
+    match info.timeout_ms {
+        Some(ms) => println!("timeout:          {ms} ms per call"),
+        None => println!("timeout:          none (calls are waited for)"),
+    }
     println!("fail_closed:      {}", guardrail.middleware.fail_closed());
     println!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"));
     Ok(ExitCode::SUCCESS)
