@@ -1,0 +1,148 @@
+//! Property tests: any request crosses the ABI into a real provider library
+//! unchanged, on both paths, and any decision crosses back unchanged.
+
+mod support;
+
+use std::sync::{Arc, OnceLock};
+
+use guardhost::{GuardrailDecision, GuardrailProvider, GuardrailReason, GuardrailRequest};
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+use support::test_provider;
+
+fn capturing() -> &'static Arc<dyn GuardrailProvider> {
+    static PROVIDER: OnceLock<Arc<dyn GuardrailProvider>> = OnceLock::new();
+    PROVIDER.get_or_init(|| test_provider("CapturingProvider"))
+}
+
+fn echo_decision() -> &'static Arc<dyn GuardrailProvider> {
+    static PROVIDER: OnceLock<Arc<dyn GuardrailProvider>> = OnceLock::new();
+    PROVIDER.get_or_init(|| test_provider("EchoDecisionProvider"))
+}
+
+/// Any text: every Unicode scalar, NUL and control characters included.
+fn text() -> impl Strategy<Value = String> {
+    proptest::collection::vec(any::<char>(), 0..24).prop_map(String::from_iter)
+}
+
+/// Any JSON value, a few levels deep (finite numbers: JSON has no NaN).
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<u64>().prop_map(|n| json!(n)),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        text().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map(text(), inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn json_map() -> impl Strategy<Value = Map<String, Value>> {
+    proptest::collection::btree_map(text(), json_value(), 0..5).prop_map(|m| m.into_iter().collect())
+}
+
+prop_compose! {
+    fn request()(
+        tool_name in text(),
+        tool_input in json_map(),
+        ids in proptest::collection::vec(proptest::option::of(text()), 9),
+        is_subagent in any::<bool>(),
+        is_internal in any::<bool>(),
+        timestamp in text(),
+        authz_attributes in json_map(),
+    ) -> GuardrailRequest {
+        GuardrailRequest {
+            tool_name,
+            tool_input,
+            agent_id: ids[0].clone(),
+            thread_id: ids[1].clone(),
+            is_subagent,
+            timestamp,
+            user_id: ids[2].clone(),
+            user_role: ids[3].clone(),
+            oauth_provider: ids[4].clone(),
+            oauth_id: ids[5].clone(),
+            run_id: ids[6].clone(),
+            tool_call_id: ids[7].clone(),
+            channel_user_id: ids[8].clone(),
+            is_internal,
+            authz_attributes,
+        }
+    }
+}
+
+prop_compose! {
+    fn decision()(
+        allow in any::<bool>(),
+        reasons in proptest::collection::vec((text(), text()), 0..4),
+        policy_id in proptest::option::of(text()),
+        metadata in json_map(),
+    ) -> GuardrailDecision {
+        GuardrailDecision {
+            allow,
+            reasons: reasons.into_iter().map(|(code, message)| GuardrailReason::new(code, message)).collect(),
+            policy_id,
+            metadata,
+        }
+    }
+}
+
+/// What the capturing provider must have seen of `request`.
+fn seen(request: &GuardrailRequest, path: &str) -> Value {
+    json!({
+        "path": path,
+        "tool_name": request.tool_name,
+        "tool_input": request.tool_input,
+        "agent_id": request.agent_id,
+        "thread_id": request.thread_id,
+        "is_subagent": request.is_subagent,
+        "timestamp": request.timestamp,
+        "user_id": request.user_id,
+        "user_role": request.user_role,
+        "oauth_provider": request.oauth_provider,
+        "oauth_id": request.oauth_id,
+        "run_id": request.run_id,
+        "tool_call_id": request.tool_call_id,
+        "channel_user_id": request.channel_user_id,
+        "is_internal": request.is_internal,
+        "authz_attributes": request.authz_attributes,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_request_reaches_the_provider_unchanged(request in request()) {
+        let decision = capturing().evaluate(&request).unwrap();
+        prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "sync"));
+    }
+
+    #[test]
+    fn any_request_reaches_the_provider_unchanged_on_the_async_path(request in request()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let decision = runtime.block_on(capturing().aevaluate(&request)).unwrap();
+        prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "async"));
+    }
+
+    #[test]
+    fn any_decision_comes_back_unchanged(expected in decision()) {
+        let spec = json!({
+            "allow": expected.allow,
+            "reasons": expected.reasons.iter().map(|r| json!([r.code, r.message])).collect::<Vec<_>>(),
+            "policy_id": expected.policy_id,
+            "metadata": expected.metadata,
+        });
+        let mut request = GuardrailRequest::from_tool_call(&Default::default(), None).unwrap();
+        request.tool_input = spec.as_object().unwrap().clone();
+        let decision = echo_decision().evaluate(&request).unwrap();
+        prop_assert_eq!(decision, expected);
+    }
+}
