@@ -46,7 +46,8 @@
 //! - [`audit`]: audit events and sinks;
 //! - [`timeout`]: per-call timeouts (`provider.timeout_ms`);
 //! - [`conformance`]: the conformance kit for provider libraries;
-//! - [`request`]: tool calls, tool messages, requests and decisions.
+//! - [`request`]: tool calls, tool messages, requests and decisions;
+//! - [`jsonl`]: the JSON-lines input of `guardhost run`.
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // `unsafe` is allowed in one module only: `loader`.
@@ -56,6 +57,7 @@ pub mod audit;
 pub mod config;
 pub mod conformance;
 pub mod instantiate;
+pub mod jsonl;
 pub mod loader;
 pub mod middleware;
 pub mod provider;

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use guardhost::{
-    GuardrailMiddleware, JsonlAuditSink, ToolCall, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus,
-};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use guardhost::{GuardrailMiddleware, JsonlAuditSink, ToolCallError, ToolCallRequest, ToolMessage};
+use serde::Serialize;
+use serde_json::Value;
+
+use guardhost::jsonl::{line_error, parse_line};
 
 use super::eval::dry_run;
 use super::{load_guardrail, CliError};
@@ -30,63 +30,12 @@ pub struct RunArgs {
     audit: Option<PathBuf>,
 }
 
-/// One input line. Keys other than these are ignored (runtimes add their own,
-/// such as `"type": "tool_call"`).
-#[derive(Debug, Deserialize)]
-struct Line {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    args: Option<Map<String, Value>>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    context: Option<Map<String, Value>>,
-}
-
 #[derive(Debug, Default)]
 struct Counts {
     allowed: u64,
     denied: u64,
     errors: u64,
     interrupts: u64,
-}
-
-/// The answer to a line that is not a usable tool call; the call's id and
-/// name are kept when they could be read.
-fn line_error(number: u64, problem: &str, id: Option<&str>, name: Option<&str>) -> ToolMessage {
-    ToolMessage {
-        content: format!("guardhost: line {number}: {problem}"),
-        tool_call_id: id.unwrap_or("missing_id").to_owned(),
-        name: Some(name.unwrap_or("unknown_tool").to_owned()),
-        status: ToolStatus::Error,
-    }
-}
-
-/// What a well-formed line looks like, for the answers to malformed ones.
-const EXPECTED: &str =
-    "expected one JSON object per line: {\"name\": \"tool\", \"args\": {...}, \"id\": \"call id\", \"context\": {...}}";
-
-/// Parses one line into a tool call, or says what is wrong with it.
-fn parse_line(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessage> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| line_error(number, &format!("not valid UTF-8 ({e}); {EXPECTED}"), None, None))?;
-    if text.trim().is_empty() {
-        return Err(line_error(number, &format!("empty line; {EXPECTED}"), None, None));
-    }
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| line_error(number, &format!("invalid JSON ({e}); {EXPECTED}"), None, None))?;
-    if !value.is_object() {
-        return Err(line_error(number, &format!("not a JSON object; {EXPECTED}"), None, None));
-    }
-    let line = Line::deserialize(&value).map_err(|e| {
-        let field = |key: &str| value.get(key).and_then(Value::as_str);
-        line_error(number, &format!("invalid tool call: {e}; {EXPECTED}"), field("id"), field("name"))
-    })?;
-    Ok(ToolCallRequest {
-        tool_call: ToolCall { name: line.name, args: line.args.unwrap_or_default(), id: line.id },
-        context: line.context,
-    })
 }
 
 /// What one input line is answered with.
