@@ -142,9 +142,21 @@ pub enum BuildError {
 /// Resolves, loads, checks and constructs the provider of `spec`. Relative
 /// library paths are resolved against `base_dir`.
 pub fn instantiate(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvider, BuildError> {
+    instantiate_with(spec, base_dir, false)
+}
+
+/// [`instantiate`]; with `content_addressed`, a library is loaded from a
+/// copy named by its content (see [`loader::content_addressed_copy`]), as
+/// hot reload needs.
+pub fn instantiate_with(
+    spec: &ProviderSpec,
+    base_dir: &Path,
+    content_addressed: bool,
+) -> Result<LoadedProvider, BuildError> {
     let checks = FileChecks {
         sha256: spec.sha256.clone(),
         allow_insecure_permissions: spec.allow_insecure_permissions,
+        content_addressed,
     };
     let mut loaded = locate_checked(&spec.use_, base_dir, &checks)?.construct(&spec.config)?;
     if let Some(ms) = spec.timeout_ms {

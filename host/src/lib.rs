@@ -45,6 +45,7 @@
 //! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
 //! - [`audit`]: audit events and sinks;
 //! - [`timeout`]: per-call timeouts (`provider.timeout_ms`);
+//! - [`reload`]: hot reload of the config file and the provider library;
 //! - [`conformance`]: the conformance kit for provider libraries;
 //! - [`request`]: tool calls, tool messages, requests and decisions;
 //! - [`jsonl`]: the JSON-lines input of `guardhost run`.
@@ -61,6 +62,7 @@ pub mod jsonl;
 pub mod loader;
 pub mod middleware;
 pub mod provider;
+pub mod reload;
 pub mod request;
 pub mod resolve;
 mod setup;
@@ -83,6 +85,7 @@ pub use middleware::{
     SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult, Verdict,
 };
 pub use provider::{AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
+pub use reload::{ReloadError, Reloader};
 pub use request::{
     GuardrailDecision, GuardrailReason, GuardrailRequest, RequestError, ToolCall, ToolCallRequest,
     ToolMessage, ToolStatus,

@@ -131,6 +131,10 @@ pub struct FileChecks {
     pub sha256: Option<String>,
     /// Skip the permission check.
     pub allow_insecure_permissions: bool,
+    /// Load a copy of the file at a path named by its content (see
+    /// [`content_addressed_copy`]), so the original may be replaced, even
+    /// overwritten in place, while the loaded copy keeps serving.
+    pub content_addressed: bool,
 }
 
 /// Opens the first existing candidate and validates `symbol` in it; returns
@@ -162,14 +166,52 @@ pub fn load(
     if let Some(expected) = &checks.sha256 {
         check_digest(&canonical, expected).map_err(fail)?;
     }
-    let key = (canonical.clone(), symbol.to_owned());
+    let mapped = if checks.content_addressed {
+        content_addressed_copy(&canonical).map_err(|e| fail(LoadErrorKind::NotLoadable { reason: e }))?
+    } else {
+        canonical.clone()
+    };
+    let key = (mapped.clone(), symbol.to_owned());
     if let Some(descriptor) = validated().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok((canonical, descriptor));
     }
-    let library = open(&canonical).map_err(fail)?;
+    let library = open(&mapped).map_err(fail)?;
     let descriptor = find_descriptor(library, symbol).map_err(fail)?;
     validated().lock().unwrap_or_else(|e| e.into_inner()).insert(key, descriptor);
     Ok((canonical, descriptor))
+}
+
+/// Copies `path` to `<temp>/guardhost-libraries-<uid>/<sha256 prefix>/<file name>`
+/// (once per content) and returns the copy's path. Mapping the copy rather
+/// than the original means replacing the original, even overwriting it in
+/// place (which would crash a process that maps it), cannot touch a loaded
+/// provider; and a new version gets a new path, so it is really loaded
+/// rather than found in the cache of opened libraries. Copies are kept: a
+/// loaded library is never unloaded anyway.
+pub fn content_addressed_copy(path: &Path) -> Result<PathBuf, String> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let digest: String = Sha256::digest(&bytes).iter().take(16).map(|b| format!("{b:02x}")).collect();
+    #[cfg(unix)]
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(path).map_err(|e| e.to_string())?);
+    #[cfg(not(unix))]
+    let owner = 0;
+    let dir = std::env::temp_dir().join(format!("guardhost-libraries-{owner}")).join(&digest);
+    let name = path.file_name().ok_or_else(|| "it has no file name".to_owned())?;
+    let copy = dir.join(name);
+    if copy.is_file() {
+        return Ok(copy);
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // Written aside and renamed, so a copy is never seen half-written.
+    let aside = dir.join(format!(".{}.{}", name.to_string_lossy(), std::process::id()));
+    std::fs::write(&aside, &bytes).map_err(|e| format!("cannot write {}: {e}", aside.display()))?;
+    std::fs::rename(&aside, &copy).map_err(|e| format!("cannot write {}: {e}", copy.display()))?;
+    Ok(copy)
 }
 
 /// Refuses a file, or a directory on its path, that group or others may

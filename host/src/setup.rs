@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::LoadedConfig;
-use crate::instantiate::{instantiate, BuildError, LoadedProvider, ProviderInfo};
+use crate::instantiate::{instantiate_with, BuildError, LoadedProvider, ProviderInfo};
 use crate::middleware::GuardrailMiddleware;
 
 /// A guardrail ready to wrap tool calls.
@@ -19,11 +19,19 @@ pub struct Guardrail {
 /// out (`enabled: false`, or no provider), as DeerFlow's middleware builder
 /// does.
 pub fn install(config: &LoadedConfig) -> Result<Option<Guardrail>, BuildError> {
+    install_with(config, false)
+}
+
+/// [`install`]; `content_addressed` as in [`crate::instantiate::instantiate_with`].
+pub(crate) fn install_with(
+    config: &LoadedConfig,
+    content_addressed: bool,
+) -> Result<Option<Guardrail>, BuildError> {
     let section = &config.guardrails;
     let (true, Some(spec)) = (section.enabled, section.provider.as_ref()) else {
         return Ok(None);
     };
-    let LoadedProvider { provider, info } = instantiate(spec, &config.base_dir)?;
+    let LoadedProvider { provider, info } = instantiate_with(spec, &config.base_dir, content_addressed)?;
     let middleware = GuardrailMiddleware::new(Arc::clone(&provider))
         .with_fail_closed(section.fail_closed)
         .with_passport(section.passport.clone());

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use guardhost::{GuardrailMiddleware, JsonlAuditSink, ToolCallError, ToolCallRequest, ToolMessage};
+use guardhost::{GuardrailMiddleware, JsonlAuditSink, Reloader, ToolCallError, ToolCallRequest, ToolMessage};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -28,7 +28,15 @@ pub struct RunArgs {
     /// provider error.
     #[arg(long, value_name = "FILE")]
     audit: Option<PathBuf>,
+    /// Reload when the config file or the provider's library changes: the
+    /// new guardrail is built aside and swapped in only if it works (a
+    /// broken one is logged and the old one keeps serving). Needs --config.
+    #[arg(long, requires = "config")]
+    watch: bool,
 }
+
+/// How often --watch looks at the files.
+const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
 #[derive(Debug, Default)]
 struct Counts {
@@ -102,15 +110,28 @@ fn answer(
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
-    let (_, guardrail) = load_guardrail(args.config.as_deref())?;
-    let mut middleware = guardrail.map(|g| g.middleware);
-    if let Some(path) = &args.audit {
-        let sink = JsonlAuditSink::open(path).map_err(|source| CliError::Io {
+    let audit = match &args.audit {
+        Some(path) => Some(Arc::new(JsonlAuditSink::open(path).map_err(|source| CliError::Io {
             what: format!("cannot open audit file {}", path.display()),
             source,
-        })?;
-        middleware = middleware.map(|m| m.with_audit_sink(Arc::new(sink)));
-    }
+        })?)),
+        None => None,
+    };
+    let with_audit = |middleware: GuardrailMiddleware| match &audit {
+        Some(sink) => middleware.with_audit_sink(sink.clone()),
+        None => middleware,
+    };
+    // With --watch, each line takes the guardrail current at that moment.
+    let (fixed, reloader) = match (&args.config, args.watch) {
+        (Some(path), true) => {
+            let reloader = Arc::new(Reloader::open(path).map_err(|e| CliError::Usage(e.to_string()))?);
+            Arc::clone(&reloader)
+                .watch(WATCH_INTERVAL)
+                .map_err(|source| CliError::Io { what: "cannot start the config watcher".into(), source })?;
+            (None, Some(reloader))
+        }
+        _ => (load_guardrail(args.config.as_deref())?.1.map(|g| with_audit(g.middleware)), None),
+    };
     let input: Box<dyn Read> = match &args.input {
         Some(path) => Box::new(File::open(path).map_err(|source| CliError::Io {
             what: format!("cannot open input {}", path.display()),
@@ -146,8 +167,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
                 bytes.pop();
             }
         }
+        let current = reloader.as_ref().and_then(|r| r.current()).map(|g| with_audit(g.middleware.clone()));
+        let middleware = if reloader.is_some() { current.as_ref() } else { fixed.as_ref() };
         let message = match parse_line(number, &bytes) {
-            Ok(call) => answer(middleware.as_ref(), number, call, &mut counts),
+            Ok(call) => answer(middleware, number, call, &mut counts),
             Err(message) => {
                 malformed += 1;
                 Answer::Message(message)

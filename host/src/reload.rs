@@ -1,0 +1,182 @@
+//! Hot reload: a guardrail that follows its config file and its provider
+//! library.
+//!
+//! [`Reloader::reload`] builds the new guardrail aside (read the config,
+//! load and check the library, construct the provider); only when all of
+//! that worked does it swap the new one in, atomically. When anything
+//! fails, the old guardrail keeps serving and the error is returned (and,
+//! from [`Reloader::watch`], logged). A caller takes [`Reloader::current`]
+//! once per call, so a call in flight finishes on the provider it started
+//! with, which stays alive as long as the call holds it.
+//!
+//! Libraries are loaded from content-addressed copies
+//! ([`crate::loader::content_addressed_copy`]): a library replaced on disk,
+//! even overwritten in place, never touches the loaded copy, and a new
+//! version is really loaded. Old versions stay mapped (libraries are never
+//! unloaded), so each distinct version costs its mapping until the process
+//! exits.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), guardhost::ReloadError> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! let reloader = Arc::new(guardhost::Reloader::open("config.yaml".as_ref())?);
+//! let _watcher = Arc::clone(&reloader).watch(Duration::from_millis(500)).expect("a thread");
+//! // For each tool call:
+//! if let Some(guardrail) = reloader.current() {
+//!     // guardrail.middleware.wrap_tool_call(call, &handler)
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use crate::config::{ConfigError, LoadedConfig};
+use crate::instantiate::{BuildError, ProviderSource};
+use crate::setup::{install_with, Guardrail};
+
+/// Why a reload did not happen.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReloadError {
+    /// The config could not be read or is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The provider could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// What identifies one version of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Stamp(Option<(u64, Option<SystemTime>, u64)>);
+
+impl Stamp {
+    fn of(path: &Path) -> Stamp {
+        let Ok(meta) = std::fs::metadata(path) else { return Stamp(None) };
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Stamp(Some((meta.len(), meta.modified().ok(), inode)))
+    }
+}
+
+/// The files a guardrail was built from, as they were then.
+#[derive(Debug, Clone, Default)]
+struct Watched {
+    config: Stamp,
+    library: Option<(PathBuf, Stamp)>,
+}
+
+impl Watched {
+    fn of(config: &Path, guardrail: Option<&Guardrail>) -> Watched {
+        let library = guardrail.and_then(|g| match &g.info.source {
+            ProviderSource::Library { path, .. } => Some((path.clone(), Stamp::of(path))),
+            ProviderSource::Builtin { .. } => None,
+        });
+        Watched { config: Stamp::of(config), library }
+    }
+
+    fn changed(&self, config: &Path) -> bool {
+        self.config != Stamp::of(config)
+            || self.library.as_ref().is_some_and(|(path, stamp)| *stamp != Stamp::of(path))
+    }
+}
+
+/// A guardrail rebuilt from its config file on demand, swapped in only when
+/// the rebuild works.
+pub struct Reloader {
+    path: PathBuf,
+    current: RwLock<Option<Arc<Guardrail>>>,
+    /// The files as they were at the last attempt (successful or not), so a
+    /// broken version is tried once, not on every poll.
+    watched: Mutex<Watched>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+fn build(path: &Path) -> Result<Option<Arc<Guardrail>>, ReloadError> {
+    let config = LoadedConfig::from_path(path)?;
+    Ok(install_with(&config, true)?.map(Arc::new))
+}
+
+impl Reloader {
+    /// Builds the guardrail of the config file at `path`; an error here
+    /// means there is nothing to serve with.
+    pub fn open(path: &Path) -> Result<Reloader, ReloadError> {
+        let guardrail = build(path)?;
+        let watched = Watched::of(path, guardrail.as_deref());
+        Ok(Reloader {
+            path: path.to_path_buf(),
+            current: RwLock::new(guardrail),
+            watched: Mutex::new(watched),
+        })
+    }
+
+    /// The guardrail to use for the next call (`None` when the config
+    /// installs none). Hold it for the whole call.
+    pub fn current(&self) -> Option<Arc<Guardrail>> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the config file or the provider's library changed since the
+    /// last reload attempt.
+    pub fn changed(&self) -> bool {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner()).changed(&self.path)
+    }
+
+    /// Rebuilds from the config file and swaps the result in; on an error
+    /// the current guardrail stays.
+    pub fn reload(&self) -> Result<(), ReloadError> {
+        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        let built = build(&self.path);
+        let guardrail = match built {
+            Ok(guardrail) => guardrail,
+            Err(error) => {
+                // Remember this version so it is not retried until it changes.
+                watched.config = Stamp::of(&self.path);
+                if let Some((path, stamp)) = watched.library.as_mut() {
+                    *stamp = Stamp::of(path);
+                }
+                return Err(error);
+            }
+        };
+        *watched = Watched::of(&self.path, guardrail.as_deref());
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = guardrail;
+        Ok(())
+    }
+
+    /// Polls the files every `interval` on a thread of its own and reloads
+    /// when they change, logging the outcome. The thread ends when the
+    /// reloader is dropped.
+    pub fn watch(self: Arc<Self>, interval: Duration) -> std::io::Result<JoinHandle<()>> {
+        let weak = Arc::downgrade(&self);
+        drop(self);
+        std::thread::Builder::new().name("guardhost-watch".into()).spawn(move || loop {
+            std::thread::sleep(interval);
+            let Some(reloader) = weak.upgrade() else { return };
+            if !reloader.changed() {
+                continue;
+            }
+            match reloader.reload() {
+                Ok(()) => {
+                    let provider = reloader.current().map(|g| g.info.name.clone());
+                    tracing::info!(config = %reloader.path.display(), ?provider, "guardrail reloaded");
+                }
+                Err(error) => tracing::error!(
+                    config = %reloader.path.display(),
+                    "reload failed, still serving the previous guardrail: {error}"
+                ),
+            }
+        })
+    }
+}

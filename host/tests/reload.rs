@@ -1,0 +1,146 @@
+//! Hot reload: a good new config swaps in, a broken one keeps the old
+//! guardrail, a call in flight finishes on its provider, and a library
+//! overwritten in place neither crashes the host nor hides the new version.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use guardhost::{Reloader, ToolCallRequest, ToolMessage, ToolStatus};
+use serde_json::Map;
+use support::{library, write};
+
+fn config(tool: &str) -> String {
+    format!("guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    config: {{denied_tools: [{tool}]}}\n")
+}
+
+fn allowed(reloader: &Reloader, tool: &str) -> bool {
+    let guardrail = reloader.current().expect("a guardrail");
+    let call = ToolCallRequest::new(tool, Map::new()).with_id("c");
+    guardrail.middleware.check(&call).unwrap().allowed()
+}
+
+/// Rewrites a file with a modification time surely different from before.
+fn rewrite(path: &Path, text: &str) {
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_good_config_swaps_in_and_a_broken_one_keeps_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "config.yaml", &config("bash"));
+    let reloader = Reloader::open(&path).unwrap();
+    assert!(!allowed(&reloader, "bash") && allowed(&reloader, "ls"));
+    assert!(!reloader.changed());
+
+    rewrite(&path, &config("ls"));
+    assert!(reloader.changed());
+    reloader.reload().unwrap();
+    assert!(allowed(&reloader, "bash") && !allowed(&reloader, "ls"));
+
+    rewrite(&path, "guardrails:\n  enabled: true\n  provider:\n    use: builtin:NoSuchProvider\n");
+    let error = reloader.reload().unwrap_err().to_string();
+    assert!(error.contains("names no built-in provider"), "{error}");
+    assert!(!allowed(&reloader, "ls"), "the old guardrail keeps serving");
+    assert!(!reloader.changed(), "a broken version is tried once, not on every poll");
+
+    rewrite(&path, "guardrails: [not, a, mapping");
+    assert!(reloader.reload().is_err());
+    assert!(!allowed(&reloader, "ls"));
+}
+
+#[test]
+fn a_call_in_flight_finishes_on_the_provider_it_started_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = format!(
+        "guardrails:\n  enabled: true\n  provider:\n    use: {}:Slow\n",
+        library("guardhost_zoo").display()
+    );
+    let path = write(dir.path(), "config.yaml", &slow);
+    let reloader = Arc::new(Reloader::open(&path).unwrap());
+    let in_flight = reloader.current().unwrap();
+    let call = std::thread::spawn(move || {
+        // The zoo's Slow provider takes 3 ms a call and denies bash.
+        (0..50).all(|_| {
+            let call = ToolCallRequest::new("bash", Map::new()).with_id("c");
+            !in_flight.middleware.check(&call).unwrap().allowed()
+        })
+    });
+    rewrite(&path, &config("read_file"));
+    reloader.reload().unwrap();
+    assert!(allowed(&reloader, "bash"), "new calls use the new guardrail");
+    assert!(call.join().unwrap(), "the call in flight kept its provider");
+}
+
+#[test]
+fn a_library_overwritten_in_place_keeps_serving_and_its_new_version_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libpolicy.so");
+    std::fs::copy(library("guardhost_allowlist"), &lib).unwrap();
+    let yaml = |symbol: &str, config: &str| {
+        format!(
+            "guardrails:\n  enabled: true\n  provider:\n    use: {}:{symbol}\n    config: {config}\n",
+            lib.display()
+        )
+    };
+    let path = write(dir.path(), "config.yaml", &yaml("AllowlistProvider", "{denied_tools: [bash]}"));
+    let reloader = Reloader::open(&path).unwrap();
+    let old = reloader.current().unwrap();
+    assert_eq!(old.info.name, "allowlist");
+
+    // Overwrite the library in place (same inode) with another provider's.
+    let other = std::fs::read(library("blocked_prefixes")).unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(&lib).unwrap();
+    file.write_all(&other).unwrap();
+    drop(file);
+    // The loaded copy is untouched: the old provider still answers.
+    let call = ToolCallRequest::new("bash", Map::new()).with_id("c");
+    assert!(!old.middleware.check(&call).unwrap().allowed());
+    assert!(reloader.changed());
+
+    rewrite(&path, &yaml("MyGuardrailProvider", "{blocked_prefixes: [web_]}"));
+    reloader.reload().unwrap();
+    let new = reloader.current().unwrap();
+    assert_eq!(new.info.name, "my-policy");
+    assert!(new.middleware.check(&call).unwrap().allowed());
+    assert!(!old.middleware.check(&call).unwrap().allowed(), "and the old one still works");
+}
+
+#[test]
+fn run_watch_follows_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "config.yaml", &config("bash"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
+        .args(["run", "--watch", "--config", path.to_str().unwrap()])
+        .env("GUARDHOST_LOG", "error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |tool: &str| -> ToolMessage {
+        writeln!(input, r#"{{"name": "{tool}", "id": "c"}}"#).unwrap();
+        input.flush().unwrap();
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    assert_eq!(ask("bash").status, ToolStatus::Error);
+    rewrite(&path, &config("ls"));
+    // The watcher looks every 200 ms; wait for the swap, at most 10 s.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ask("bash").status == ToolStatus::Error {
+        assert!(Instant::now() < deadline, "the new config was never picked up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ask("ls").status, ToolStatus::Error);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
