@@ -126,6 +126,12 @@ pub enum BuildError {
         /// What it accepts.
         accepted: String,
     },
+    /// `provider.timeout_ms` could not be set up.
+    #[error("{message}")]
+    Timeout {
+        /// What went wrong.
+        message: String,
+    },
     /// The constructor refused the config.
     #[error("provider '{provider}' rejected its config: {message}")]
     Constructor {
@@ -146,7 +152,7 @@ pub fn instantiate(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvide
 }
 
 /// [`instantiate`]; with `content_addressed`, a library is loaded from a
-/// copy named by its content (see [`loader::content_addressed_copy`]), as
+/// private copy of the checked bytes, named by their digest, as
 /// hot reload needs.
 pub fn instantiate_with(
     spec: &ProviderSpec,
@@ -160,9 +166,15 @@ pub fn instantiate_with(
     };
     let mut loaded = locate_checked(&spec.use_, base_dir, &checks)?.construct(&spec.config)?;
     if let Some(ms) = spec.timeout_ms {
-        let limit = std::time::Duration::from_millis(ms.max(1));
-        loaded.provider = Arc::new(crate::timeout::TimeoutProvider::new(loaded.provider, limit));
-        loaded.info.timeout_ms = Some(ms.max(1));
+        if ms == 0 {
+            return Err(BuildError::Timeout { message: "`provider.timeout_ms` must be at least 1".into() });
+        }
+        let limit = std::time::Duration::from_millis(ms);
+        let provider = crate::timeout::TimeoutProvider::new(loaded.provider, limit).map_err(|e| {
+            BuildError::Timeout { message: format!("cannot start the evaluation threads: {e}") }
+        })?;
+        loaded.provider = Arc::new(provider);
+        loaded.info.timeout_ms = Some(ms);
     }
     Ok(loaded)
 }

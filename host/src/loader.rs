@@ -93,6 +93,15 @@ pub enum LoadErrorKind {
         /// `group-writable`, `world-writable` or both.
         what: &'static str,
     },
+    /// The library, or a directory on its path, belongs to another user
+    /// (neither root nor the user running the host).
+    #[error("{} belongs to user {owner}, neither root nor the user running guardhost, so that user could replace the provider; change its owner, or set `provider.allow_insecure_permissions: true`", path.display())]
+    ForeignOwner {
+        /// The file or directory.
+        path: PathBuf,
+        /// Its owner's user id.
+        owner: u32,
+    },
     /// `abi_stable` rejected the factory's layout.
     #[error("the provider's types do not match this host's ABI layout (built against a different guardhost-abi?): {summary}")]
     LayoutMismatch {
@@ -131,9 +140,9 @@ pub struct FileChecks {
     pub sha256: Option<String>,
     /// Skip the permission check.
     pub allow_insecure_permissions: bool,
-    /// Load a copy of the file at a path named by its content (see
-    /// [`content_addressed_copy`]), so the original may be replaced, even
-    /// overwritten in place, while the loaded copy keeps serving.
+    /// Load a private copy of the checked bytes, named by their digest, so
+    /// the original may be replaced, even overwritten in place, while the
+    /// loaded copy keeps serving (always done when `sha256` is set).
     pub content_addressed: bool,
 }
 
@@ -163,11 +172,18 @@ pub fn load(
     if !checks.allow_insecure_permissions {
         check_permissions(&canonical).map_err(fail)?;
     }
-    if let Some(expected) = &checks.sha256 {
-        check_digest(&canonical, expected).map_err(fail)?;
-    }
-    let mapped = if checks.content_addressed {
-        content_addressed_copy(&canonical).map_err(|e| fail(LoadErrorKind::NotLoadable { reason: e }))?
+    // With a pinned digest, or for hot reload, the file is read once and a
+    // private copy of exactly the bytes checked is what gets mapped: the file
+    // cannot change between the check and the load.
+    let mapped = if checks.sha256.is_some() || checks.content_addressed {
+        let bytes = std::fs::read(&canonical)
+            .map_err(|e| fail(LoadErrorKind::NotLoadable { reason: format!("cannot read it: {e}") }))?;
+        let digest = sha256_hex(&bytes);
+        if let Some(expected) = &checks.sha256 {
+            check_digest(expected, &digest).map_err(fail)?;
+        }
+        private_copy(&canonical, &bytes, &digest)
+            .map_err(|e| fail(LoadErrorKind::NotLoadable { reason: e }))?
     } else {
         canonical.clone()
     };
@@ -181,47 +197,84 @@ pub fn load(
     Ok((canonical, descriptor))
 }
 
-/// Copies `path` to `<temp>/guardhost-libraries-<uid>/<sha256 prefix>/<file name>`
-/// (once per content) and returns the copy's path. Mapping the copy rather
-/// than the original means replacing the original, even overwriting it in
-/// place (which would crash a process that maps it), cannot touch a loaded
-/// provider; and a new version gets a new path, so it is really loaded
-/// rather than found in the cache of opened libraries. Copies are kept: a
-/// loaded library is never unloaded anyway.
-pub fn content_addressed_copy(path: &Path) -> Result<PathBuf, String> {
+fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
-    let digest: String = Sha256::digest(&bytes).iter().take(16).map(|b| format!("{b:02x}")).collect();
-    #[cfg(unix)]
-    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(path).map_err(|e| e.to_string())?);
-    #[cfg(not(unix))]
-    let owner = 0;
-    let dir = std::env::temp_dir().join(format!("guardhost-libraries-{owner}")).join(&digest);
-    let name = path.file_name().ok_or_else(|| "it has no file name".to_owned())?;
-    let copy = dir.join(name);
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// This process's private directory for library copies: created once, with
+/// a name no one else can have taken (creation fails if it exists) and mode
+/// 0700. Kept until the process exits (loaded libraries are never unloaded).
+fn private_dir() -> Result<&'static Path, String> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let base = std::env::temp_dir();
+        let stamp =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let mut last = String::new();
+        for attempt in 0..16u32 {
+            let dir = base.join(format!("guardhost-libraries-{}-{stamp:x}-{attempt}", std::process::id()));
+            let mut builder = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            match builder.create(&dir) {
+                Ok(()) => return Ok(dir),
+                Err(e) => last = format!("cannot create {}: {e}", dir.display()),
+            }
+        }
+        Err(last)
+    })
+    .as_ref()
+    .map(PathBuf::as_path)
+    .map_err(Clone::clone)
+}
+
+/// Writes `bytes` (the file at `path`, whose SHA-256 is `digest`) to this
+/// process's private directory, named by the digest, and returns the copy's
+/// path. Mapping the copy means the original may be replaced, even
+/// overwritten in place (which would crash a process that maps it), without
+/// touching a loaded provider; and a new version gets a new path, so it is
+/// really loaded rather than found among the opened libraries.
+fn private_copy(path: &Path, bytes: &[u8], digest: &str) -> Result<PathBuf, String> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = private_dir()?;
+    let name = path.file_name().ok_or_else(|| "it has no file name".to_owned())?.to_string_lossy();
+    let copy = dir.join(format!("{digest}-{name}"));
     if copy.is_file() {
         return Ok(copy);
     }
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
+    // Written aside under a name of its own, then renamed: a copy is never
+    // seen half-written, and two writers never share a file.
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let aside = dir.join(format!(".{n}.tmp"));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
     #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    // Written aside and renamed, so a copy is never seen half-written.
-    let aside = dir.join(format!(".{}.{}", name.to_string_lossy(), std::process::id()));
-    std::fs::write(&aside, &bytes).map_err(|e| format!("cannot write {}: {e}", aside.display()))?;
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o500);
+    let mut file = options.open(&aside).map_err(|e| format!("cannot write {}: {e}", aside.display()))?;
+    std::io::Write::write_all(&mut file, bytes)
+        .map_err(|e| format!("cannot write {}: {e}", aside.display()))?;
+    drop(file);
     std::fs::rename(&aside, &copy).map_err(|e| format!("cannot write {}: {e}", copy.display()))?;
     Ok(copy)
 }
 
 /// Refuses a file, or a directory on its path, that group or others may
-/// write. A root-owned directory with the sticky bit (such as `/tmp`) is
-/// fine: others cannot rename or remove what is in it.
+/// write, or that belongs to a user other than root and the one running the
+/// host (checked where the effective user id can be read: Linux). A
+/// root-owned directory with the sticky bit (such as `/tmp`) is fine: others
+/// cannot rename or remove what is in it.
 #[cfg(unix)]
 fn check_permissions(path: &Path) -> Result<(), LoadErrorKind> {
     use std::os::unix::fs::MetadataExt;
+    let me = effective_uid();
     for (i, at) in path.ancestors().enumerate() {
         let Ok(meta) = std::fs::metadata(at) else { continue };
+        if let Some(me) = me {
+            if meta.uid() != 0 && meta.uid() != me {
+                return Err(LoadErrorKind::ForeignOwner { path: at.to_path_buf(), owner: meta.uid() });
+            }
+        }
         let mode = meta.mode() & 0o7777;
         let sticky_root_dir = i > 0 && meta.is_dir() && mode & 0o1000 != 0 && meta.uid() == 0;
         let what = match (mode & 0o020 != 0, mode & 0o002 != 0) {
@@ -236,26 +289,32 @@ fn check_permissions(path: &Path) -> Result<(), LoadErrorKind> {
     Ok(())
 }
 
+/// The effective user id, read from `/proc/self/status` (Linux); `None`
+/// elsewhere, where ownership is not checked.
+#[cfg(unix)]
+fn effective_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
 #[cfg(not(unix))]
 fn check_permissions(_path: &Path) -> Result<(), LoadErrorKind> {
     // Windows ACLs are not mode bits; not checked.
     Ok(())
 }
 
-/// Compares the file's SHA-256 with `expected` (hex, any case).
-fn check_digest(path: &Path, expected: &str) -> Result<(), LoadErrorKind> {
-    use sha2::{Digest, Sha256};
+/// Compares a file's SHA-256 (`found`, lower-case hex) with `expected` (hex,
+/// any case).
+fn check_digest(expected: &str, found: &str) -> Result<(), LoadErrorKind> {
     let expected_lower = expected.trim().to_ascii_lowercase();
     if expected_lower.len() != 64 || !expected_lower.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(LoadErrorKind::InvalidDigest { value: expected.to_owned() });
     }
-    let bytes = std::fs::read(path)
-        .map_err(|e| LoadErrorKind::NotLoadable { reason: format!("cannot read it: {e}") })?;
-    let found: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     if found == expected_lower {
         Ok(())
     } else {
-        Err(LoadErrorKind::DigestMismatch { expected: expected_lower, found })
+        Err(LoadErrorKind::DigestMismatch { expected: expected_lower, found: found.to_owned() })
     }
 }
 

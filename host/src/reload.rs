@@ -10,7 +10,7 @@
 //! with, which stays alive as long as the call holds it.
 //!
 //! Libraries are loaded from content-addressed copies
-//! ([`crate::loader::content_addressed_copy`]): a library replaced on disk,
+//! (private copies of the checked bytes): a library replaced on disk,
 //! even overwritten in place, never touches the loaded copy, and a new
 //! version is really loaded. Old versions stay mapped (libraries are never
 //! unloaded), so each distinct version costs its mapping until the process
@@ -49,6 +49,14 @@ pub enum ReloadError {
     /// The provider could not be built.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// The new config installs no guardrail (`enabled: false`, no provider,
+    /// or a file caught half-written): reloading would let every call
+    /// through, so it is refused. Restart to turn the guardrail off.
+    #[error("{}: the new config installs no guardrail; the current one stays (restart to turn the guardrail off)", path.display())]
+    WouldRemove {
+        /// The config file.
+        path: PathBuf,
+    },
 }
 
 /// What identifies one version of a file.
@@ -93,6 +101,8 @@ impl Watched {
 pub struct Reloader {
     path: PathBuf,
     current: RwLock<Option<Arc<Guardrail>>>,
+    /// One reload at a time (held while building, unlike `watched`).
+    reloading: Mutex<()>,
     /// The files as they were at the last attempt (successful or not), so a
     /// broken version is tried once, not on every poll.
     watched: Mutex<Watched>,
@@ -118,6 +128,7 @@ impl Reloader {
         Ok(Reloader {
             path: path.to_path_buf(),
             current: RwLock::new(guardrail),
+            reloading: Mutex::new(()),
             watched: Mutex::new(watched),
         })
     }
@@ -135,22 +146,37 @@ impl Reloader {
     }
 
     /// Rebuilds from the config file and swaps the result in; on an error
-    /// the current guardrail stays.
+    /// the current guardrail stays. The files' stamps are taken before the
+    /// build, so an edit made during it is seen by the next check.
     pub fn reload(&self) -> Result<(), ReloadError> {
-        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-        let built = build(&self.path);
+        let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let before = {
+            let watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+            let library = watched.library.as_ref().map(|(path, _)| (path.clone(), Stamp::of(path)));
+            Watched { config: Stamp::of(&self.path), library }
+        };
+        let built = build(&self.path).and_then(|guardrail| match guardrail {
+            None if self.current().is_some() => Err(ReloadError::WouldRemove { path: self.path.clone() }),
+            guardrail => Ok(guardrail),
+        });
         let guardrail = match built {
             Ok(guardrail) => guardrail,
             Err(error) => {
-                // Remember this version so it is not retried until it changes.
-                watched.config = Stamp::of(&self.path);
-                if let Some((path, stamp)) = watched.library.as_mut() {
-                    *stamp = Stamp::of(path);
-                }
+                // This version is not retried until a file changes again.
+                *self.watched.lock().unwrap_or_else(|e| e.into_inner()) = before;
                 return Err(error);
             }
         };
-        *watched = Watched::of(&self.path, guardrail.as_deref());
+        let mut watched = Watched::of(&self.path, guardrail.as_deref());
+        // Stamps from before the build: a change during it is not lost.
+        watched.config = before.config;
+        if let (Some((path, stamp)), Some((old_path, old_stamp))) = (watched.library.as_mut(), before.library)
+        {
+            if *path == old_path {
+                *stamp = old_stamp;
+            }
+        }
+        *self.watched.lock().unwrap_or_else(|e| e.into_inner()) = watched;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = guardrail;
         Ok(())
     }
@@ -170,7 +196,7 @@ impl Reloader {
             match reloader.reload() {
                 Ok(()) => {
                     let provider = reloader.current().map(|g| g.info.name.clone());
-                    tracing::info!(config = %reloader.path.display(), ?provider, "guardrail reloaded");
+                    tracing::warn!(config = %reloader.path.display(), ?provider, "guardrail reloaded");
                 }
                 Err(error) => tracing::error!(
                     config = %reloader.path.display(),

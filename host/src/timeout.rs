@@ -89,8 +89,9 @@ fn block_on<F: Future>(future: F) -> F::Output {
 }
 
 impl TimeoutProvider {
-    /// Wraps `inner`: each call gives up after `limit`.
-    pub fn new(inner: Arc<dyn GuardrailProvider>, limit: Duration) -> Self {
+    /// Wraps `inner`: each call gives up after `limit`. Fails when the
+    /// evaluation threads cannot be started.
+    pub fn new(inner: Arc<dyn GuardrailProvider>, limit: Duration) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::sync_channel::<Job>(QUEUE);
         let queue = Arc::new(Mutex::new(queue));
         let busy = Arc::new(AtomicUsize::new(0));
@@ -106,10 +107,18 @@ impl TimeoutProvider {
                         continue; // its caller has given up already
                     }
                     busy.fetch_add(1, Ordering::SeqCst);
-                    let answer = match job.path {
+                    // A panic (a provider written in Rust against the host's trait)
+                    // answers this call with an error; the worker goes on.
+                    let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match job.path {
                         Path::Sync => inner.evaluate(&job.request),
                         Path::Async => block_on(inner.aevaluate(&job.request)),
-                    };
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(ProviderFailure::Error {
+                            message: format!("provider '{}' panicked", inner.name()),
+                            panicked: true,
+                        })
+                    });
                     busy.fetch_sub(1, Ordering::SeqCst);
                     let waker = {
                         let mut slot = job.reply.lock().unwrap_or_else(|e| e.into_inner());
@@ -123,11 +132,9 @@ impl TimeoutProvider {
                         let _ = done.try_send(());
                     }
                 });
-            if let Err(error) = spawned {
-                tracing::error!("cannot start evaluation thread {i}: {error}");
-            }
+            spawned?;
         }
-        TimeoutProvider { inner, limit, jobs, busy }
+        Ok(TimeoutProvider { inner, limit, jobs, busy })
     }
 
     /// The limit.
@@ -158,11 +165,11 @@ impl TimeoutProvider {
                 let stuck = self.busy.load(Ordering::SeqCst);
                 tracing::error!(
                     provider = %self.inner.name(),
-                    "no free evaluation thread: {stuck} of {WORKERS} are in calls that have not returned and {QUEUE} calls wait"
+                    "no free evaluation thread: {stuck} of {WORKERS} are in calls and {QUEUE} calls wait"
                 );
                 Err(ProviderFailure::error(format!(
-                    "provider '{}' has no free evaluation thread: {stuck} of {WORKERS} are still in calls that did \
-                     not return (provider.timeout_ms {} ms); the provider is hanging",
+                    "provider '{}' has no free evaluation thread: {stuck} of {WORKERS} are in calls (stuck ones \
+                     never come back) and {QUEUE} more calls wait (provider.timeout_ms {} ms)",
                     self.inner.name(),
                     self.limit.as_millis()
                 )))

@@ -442,10 +442,12 @@ fn sha256_hex(path: &Path) -> String {
 }
 
 /// Whether the process has `path` mapped (Linux).
+#[cfg(target_os = "linux")]
 fn mapped(path: &Path) -> bool {
     std::fs::read_to_string("/proc/self/maps").unwrap().contains(&path.display().to_string())
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn a_configured_digest_is_checked_before_anything_is_loaded() {
     let dir = tempfile::tempdir().unwrap();
@@ -453,6 +455,10 @@ fn a_configured_digest_is_checked_before_anything_is_loaded() {
     let mut spec = ProviderSpec::new(format!("{}:AllowlistProvider", good.display()), Map::new());
     spec.sha256 = Some(sha256_hex(&good).to_uppercase());
     assert_eq!(instantiate(&spec, dir.path()).unwrap().info.name, "allowlist");
+    // What is mapped is a private copy of the bytes that were checked.
+    assert!(!mapped(&good), "the checked file itself must not be what is mapped");
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    assert!(maps.contains(&format!("{}-libgood.so", sha256_hex(&good))), "no private copy mapped");
 
     let other = fresh_copy(dir.path(), "libother.so");
     let mut spec = ProviderSpec::new(format!("{}:AllowlistProvider", other.display()), Map::new());
@@ -473,7 +479,24 @@ fn a_configured_digest_is_checked_before_anything_is_loaded() {
     assert!(!mapped(&other));
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
+#[test]
+fn a_library_of_another_user_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fresh_copy(dir.path(), "libforeign.so");
+    // Only root can give a file away; as anyone else there is nothing to test.
+    if std::os::unix::fs::chown(&lib, Some(12345), None).is_err() {
+        return;
+    }
+    let spec = ProviderSpec::new(format!("{}:AllowlistProvider", lib.display()), Map::new());
+    let error = instantiate(&spec, dir.path()).unwrap_err().to_string();
+    assert!(error.contains(&format!("{} belongs to user 12345", lib.display())), "{error}");
+    let mut allowed = spec.clone();
+    allowed.allow_insecure_permissions = true;
+    assert!(instantiate(&allowed, dir.path()).is_ok());
+}
+
+#[cfg(target_os = "linux")]
 #[test]
 fn a_library_others_can_write_is_refused_unless_allowed() {
     use std::os::unix::fs::PermissionsExt;

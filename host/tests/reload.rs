@@ -52,6 +52,20 @@ fn a_good_config_swaps_in_and_a_broken_one_keeps_the_old() {
     rewrite(&path, "guardrails: [not, a, mapping");
     assert!(reloader.reload().is_err());
     assert!(!allowed(&reloader, "ls"));
+
+    // A config that would switch the guardrail off (or a file caught empty)
+    // is refused: every call would be let through.
+    rewrite(&path, "guardrails:\n  enabled: false\n");
+    let error = reloader.reload().unwrap_err().to_string();
+    assert!(
+        error.ends_with(
+            "the new config installs no guardrail; the current one stays (restart to turn the guardrail off)"
+        ),
+        "{error}"
+    );
+    rewrite(&path, "");
+    assert!(reloader.reload().is_err());
+    assert!(!allowed(&reloader, "ls"));
 }
 
 #[test]
@@ -123,6 +137,12 @@ fn run_watch_follows_the_config_file() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Never let a stuck child hang the test run.
+    let pid = child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
     let mut input = child.stdin.take().unwrap();
     let mut output = BufReader::new(child.stdout.take().unwrap());
     let mut ask = |tool: &str| -> ToolMessage {

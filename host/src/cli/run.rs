@@ -124,7 +124,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     // With --watch, each line takes the guardrail current at that moment.
     let (fixed, reloader) = match (&args.config, args.watch) {
         (Some(path), true) => {
-            let reloader = Arc::new(Reloader::open(path).map_err(|e| CliError::Usage(e.to_string()))?);
+            let reloader = Arc::new(Reloader::open(path).map_err(|e| match e {
+                guardhost::ReloadError::Config(e) => CliError::Config(e),
+                guardhost::ReloadError::Build(e) => CliError::Build(e),
+                other => CliError::Usage(other.to_string()),
+            })?);
             Arc::clone(&reloader)
                 .watch(WATCH_INTERVAL)
                 .map_err(|source| CliError::Io { what: "cannot start the config watcher".into(), source })?;
