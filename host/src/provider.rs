@@ -53,6 +53,31 @@ impl ProviderFailure {
     }
 }
 
+/// Polls `future` to completion on this thread, parking between polls. A
+/// provider's future must not need the host's runtime (the ABI's rule), so
+/// this is all the executor the host needs where it has no runtime (the
+/// conformance kit, the evaluation threads of `provider.timeout_ms`).
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let mut future = std::pin::pin!(future);
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
+
 /// The result of asking a provider.
 pub type Evaluation = Result<GuardrailDecision, ProviderFailure>;
 
@@ -202,5 +227,36 @@ impl GuardrailProvider for AbiProvider {
             let result = self.object.aevaluate(abi_request(request, &texts)).await;
             from_abi(result)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::task::{Poll, Waker};
+    use std::thread;
+
+    use super::block_on;
+
+    #[test]
+    fn block_on_drives_a_future_woken_from_another_thread() {
+        let (sender, receiver) = std::sync::mpsc::channel::<Waker>();
+        let woken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = woken.clone();
+        let waker_thread = thread::spawn(move || {
+            let waker = receiver.recv().unwrap();
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            waker.wake();
+        });
+        let value = block_on(std::future::poll_fn(|cx| {
+            if woken.load(std::sync::atomic::Ordering::SeqCst) {
+                Poll::Ready(42)
+            } else {
+                let _ = sender.send(cx.waker().clone());
+                Poll::Pending
+            }
+        }));
+        assert_eq!(value, 42);
+        waker_thread.join().unwrap();
     }
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use crate::provider::{block_on, BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::GuardrailRequest;
 
 /// Worker threads per provider with a timeout.
@@ -66,25 +66,6 @@ impl std::fmt::Debug for TimeoutProvider {
             .field("provider", &self.inner.name())
             .field("limit", &self.limit)
             .finish()
-    }
-}
-
-/// Polls `future` to completion on this thread.
-fn block_on<F: Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let mut future = std::pin::pin!(future);
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::park();
     }
 }
 

@@ -73,9 +73,7 @@ fn passthrough(call: ToolCallRequest) -> Result<ToolMessage, ToolCallError> {
 
 /// The process's peak resident memory, where the OS tells (Linux).
 fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()
+    guardhost::conformance::memory_kib("VmHWM")
 }
 
 /// One caller's share: per-call latencies (ns), and how many calls were

@@ -4,13 +4,13 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::call::{block_on, with_deadline, NoAnswer};
+use super::call::{with_deadline, NoAnswer};
 use super::corpus::{corpus, Probe};
 use super::measure;
 use super::report::shorten;
 use super::{CaseId, Finding, Options, Recorder};
 use crate::instantiate::LoadedProvider;
-use crate::provider::{GuardrailProvider, ProviderFailure};
+use crate::provider::{block_on, GuardrailProvider, ProviderFailure};
 use crate::request::GuardrailDecision;
 
 /// After this many hung calls in one pass, the rest of the pass is not sent.

@@ -238,10 +238,16 @@ const MIN_EVALUATIONS_PER_HALF: usize = 100;
 
 /// This process's resident memory, where the OS tells (Linux).
 fn resident_bytes() -> Option<u64> {
+    Some(memory_kib("VmRSS")? * 1024)
+}
+
+/// A memory figure of this process from `/proc/self/status`, in KiB
+/// (`VmRSS`: resident now; `VmHWM`: the resident high-water mark); `None`
+/// where the OS does not tell (anything but Linux).
+pub fn memory_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.trim_start_matches("VmRSS:").trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kib * 1024)
+    let line = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    line.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 /// Bytes for people: KiB below a MiB, MiB with two decimals above.

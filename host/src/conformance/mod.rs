@@ -41,6 +41,7 @@ use serde_json::{Map, Value};
 
 use crate::instantiate::locate;
 
+pub use measure::memory_kib;
 pub use report::{Case, CaseId, Report, Status};
 
 /// How hard the kit pushes.
