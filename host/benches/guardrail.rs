@@ -9,7 +9,10 @@
 //!   request built, the denial message built, an audit event written);
 //! - `request`: building a request with every attribution field;
 //! - `load`: resolving, loading, checking and constructing a library
-//!   provider, cached and with a fresh `dlopen` of a new copy each time.
+//!   provider, cached and with a fresh `dlopen` of a new copy each time;
+//! - `isolation`: the allowlist `.so` with `isolation: process`, one call
+//!   at a time (a round trip to the provider process), and starting that
+//!   process (spawn, handshake, load, construct).
 //!
 //! The calls are cloned outside the timed part (`iter_batched`).
 
@@ -22,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use guardhost::isolation::ProcessProvider;
 use guardhost::{
     async_handler, GuardrailMiddleware, GuardrailRequest, JsonlAuditSink, ProviderSpec, ToolCallRequest,
     ToolMessage, ToolStatus,
@@ -204,5 +208,39 @@ fn loading(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision, middleware, request, loading);
+fn isolation(c: &mut Criterion) {
+    let mut group = c.benchmark_group("isolation");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let handler = async_handler(|call: ToolCallRequest| async move { passthrough(call) });
+    let mut spec = ProviderSpec::new(use_of("guardhost_allowlist", "AllowlistProvider"), allowlist_config());
+    spec.isolation = guardhost::Isolation::Process;
+    let program = std::path::PathBuf::from(env!("CARGO_BIN_EXE_guardhost"));
+    let (provider, _) = ProcessProvider::start(&spec, Path::new("/"), program.clone()).unwrap();
+    let mw = GuardrailMiddleware::new(Arc::new(provider));
+    let read = call("read_file", json!({"path": "/mnt/user-data/workspace/README.md"}));
+    let bash = call("bash", json!({"command": "ls -la"}));
+    for (kind, call) in [("allow", &read), ("deny", &bash)] {
+        group.bench_function(format!("wrap_tool_call/allowlist .so, process/{kind}"), |b| {
+            b.iter_batched(
+                || call.clone(),
+                |call| black_box(mw.wrap_tool_call(call, &passthrough).unwrap()),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.bench_function("awrap_tool_call/allowlist .so, process/allow", |b| {
+        b.to_async(&runtime).iter_batched(
+            || read.clone(),
+            |call| async { black_box(mw.awrap_tool_call(call, handler.clone()).await.unwrap()) },
+            BatchSize::SmallInput,
+        )
+    });
+    group.sample_size(10).measurement_time(Duration::from_secs(3));
+    group.bench_function("start the provider process", |b| {
+        b.iter(|| black_box(ProcessProvider::start(&spec, Path::new("/"), program.clone()).unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decision, middleware, request, loading, isolation);
 criterion_main!(benches);

@@ -63,10 +63,38 @@ pub struct ProviderSpec {
     #[serde(default)]
     pub allow_insecure_permissions: bool,
     /// Give up on a call after this many milliseconds: a provider error,
-    /// decided by `fail_closed`. Default: none (an in-process call is
-    /// waited for).
+    /// decided by `fail_closed`. Default: none for an in-process provider
+    /// (a call is waited for), 5000 with `isolation: process`.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Where the provider runs: in the host (`in_process`, the default) or
+    /// in a child process of its own (`process`), whose crash or hang the
+    /// host survives.
+    #[serde(default)]
+    pub isolation: Isolation,
+}
+
+/// `provider.isolation`: where the provider runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// In the host process: the fastest, but a provider that aborts,
+    /// segfaults or exits takes the host with it.
+    #[default]
+    InProcess,
+    /// In a `guardhost provider-server` child process, over pipes: a crash,
+    /// an `exit` or a hang becomes a provider error for the calls in flight
+    /// and the process is restarted.
+    Process,
+}
+
+impl std::fmt::Display for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Isolation::InProcess => "in_process",
+            Isolation::Process => "process",
+        })
+    }
 }
 
 impl ProviderSpec {
@@ -78,6 +106,7 @@ impl ProviderSpec {
             sha256: None,
             allow_insecure_permissions: false,
             timeout_ms: None,
+            isolation: Isolation::InProcess,
         }
     }
 }

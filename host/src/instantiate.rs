@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use abi_stable::std_types::{RResult, RStr, RString};
 use guardhost_abi::{ProviderDescriptor, ProviderFactoryRef};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::ProviderSpec;
+use crate::config::{Isolation, ProviderSpec};
 use crate::loader::{self, FileChecks, LoadError, LoadErrorKind};
 use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, MalformedUse, UseTarget};
@@ -25,7 +26,8 @@ fn builtins() -> [(&'static str, &'static ProviderDescriptor); 1] {
 }
 
 /// Where a provider came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ProviderSource {
     /// Built into the host.
     Builtin {
@@ -53,7 +55,7 @@ impl fmt::Display for ProviderSource {
 }
 
 /// What is known about a constructed provider.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderInfo {
     /// Its name.
     pub name: String,
@@ -70,8 +72,14 @@ pub struct ProviderInfo {
     /// Decision-metadata keys the provider declares volatile (may differ
     /// between evaluations of the same request).
     pub volatile_metadata_keys: Vec<String>,
-    /// `provider.timeout_ms`, when set.
+    /// The per-call limit in milliseconds, when there is one
+    /// (`provider.timeout_ms`, or its default with `isolation: process`).
     pub timeout_ms: Option<u64>,
+    /// Where the provider runs.
+    pub isolation: Isolation,
+    /// The SHA-256 of the library bytes loaded, when they were read to be
+    /// checked or copied (`provider.sha256`, hot reload, `isolation: process`).
+    pub sha256: Option<String>,
 }
 
 /// A constructed provider and what is known about it.
@@ -132,6 +140,13 @@ pub enum BuildError {
         /// What went wrong.
         message: String,
     },
+    /// `isolation: process` could not start the provider's process, or
+    /// the provider failed to build in it.
+    #[error("{message}")]
+    Isolation {
+        /// What went wrong.
+        message: String,
+    },
     /// The constructor refused the config.
     #[error("provider '{provider}' rejected its config: {message}")]
     Constructor {
@@ -159,6 +174,11 @@ pub fn instantiate_with(
     base_dir: &Path,
     content_addressed: bool,
 ) -> Result<LoadedProvider, BuildError> {
+    if spec.isolation == Isolation::Process {
+        let program = crate::isolation::server_program()?;
+        let (provider, info) = crate::isolation::ProcessProvider::start(spec, base_dir, program)?;
+        return Ok(LoadedProvider { provider: Arc::new(provider), info });
+    }
     let checks = FileChecks {
         sha256: spec.sha256.clone(),
         allow_insecure_permissions: spec.allow_insecure_permissions,
@@ -196,11 +216,11 @@ pub fn locate_checked(use_: &str, base_dir: &Path, checks: &FileChecks) -> Resul
                 let available = builtins().map(|(name, _)| format!("builtin:{name}")).join(", ");
                 return Err(BuildError::UnknownBuiltin { value: use_.to_owned(), available });
             };
-            Ok(Descriptor { descriptor, source: ProviderSource::Builtin { symbol } })
+            Ok(Descriptor { descriptor, source: ProviderSource::Builtin { symbol }, sha256: None })
         }
         UseTarget::Library { path, symbol } => {
             let candidates = resolve::library_candidates(&path, base_dir);
-            let (path, descriptor) = loader::load(&candidates, &symbol, checks).map_err(|error| {
+            let loaded = loader::load(&candidates, &symbol, checks).map_err(|error| {
                 match (&error.kind, resolve::looks_like_python_module(&path)) {
                     (LoadErrorKind::NotFound { tried }, true) => BuildError::PythonModulePath {
                         value: use_.to_owned(),
@@ -209,7 +229,11 @@ pub fn locate_checked(use_: &str, base_dir: &Path, checks: &FileChecks) -> Resul
                     _ => BuildError::Load(error),
                 }
             })?;
-            Ok(Descriptor { descriptor, source: ProviderSource::Library { path, symbol } })
+            Ok(Descriptor {
+                descriptor: loaded.descriptor,
+                source: ProviderSource::Library { path: loaded.path, symbol },
+                sha256: loaded.sha256,
+            })
         }
     }
 }
@@ -221,6 +245,9 @@ pub struct Descriptor {
     descriptor: &'static ProviderDescriptor,
     /// Where it came from.
     pub source: ProviderSource,
+    /// The SHA-256 of the library bytes loaded, when they were read to be
+    /// checked or copied.
+    pub sha256: Option<String>,
 }
 
 impl fmt::Debug for Descriptor {
@@ -317,6 +344,8 @@ impl Descriptor {
             framework_injected,
             volatile_metadata_keys: self.volatile_metadata_keys(),
             timeout_ms: None,
+            isolation: Isolation::InProcess,
+            sha256: self.sha256.clone(),
         };
         Ok(LoadedProvider { provider: Arc::new(provider), info })
     }

@@ -45,6 +45,7 @@
 //! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
 //! - [`audit`]: audit events and sinks;
 //! - [`timeout`]: per-call timeouts (`provider.timeout_ms`);
+//! - [`isolation`]: providers in a child process (`provider.isolation: process`);
 //! - [`reload`]: hot reload of the config file and the provider library;
 //! - [`conformance`]: the conformance kit for provider libraries;
 //! - [`request`]: tool calls, tool messages, requests and decisions;
@@ -58,11 +59,13 @@ pub mod audit;
 pub mod config;
 pub mod conformance;
 pub mod instantiate;
+pub mod isolation;
 pub mod jsonl;
 pub mod loader;
 pub mod middleware;
 pub mod provider;
 pub mod reload;
+mod reply;
 pub mod request;
 pub mod resolve;
 mod setup;
@@ -74,7 +77,7 @@ pub use audit::{
 };
 pub use config::{
     provider_config_from_path, provider_config_from_yaml, ConfigError, ConfigOrigin, GuardrailsConfig,
-    LoadedConfig, ProviderSpec,
+    Isolation, LoadedConfig, ProviderSpec,
 };
 pub use instantiate::{
     instantiate, locate, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,

@@ -9,7 +9,8 @@
 //! # Libraries are never unloaded
 //!
 //! Once opened, a library stays mapped until the process exits, and opening
-//! the same file again reuses it. A provider, a decision being dropped, a
+//! the same file (or, for a private copy, the same bytes) again reuses it.
+//! A private copy is removed from disk as soon as it is mapped. A provider, a decision being dropped, a
 //! future still polled, and `abi_stable`'s own layout cache may all point into
 //! the library; unmapping it under any of them would crash the host. Leaking
 //! a few megabytes per distinct library is the price, as in `abi_stable`'s
@@ -127,10 +128,30 @@ pub struct LoadError {
     pub kind: LoadErrorKind,
 }
 
-/// The process-wide set of opened libraries, by canonical path.
-fn libraries() -> &'static Mutex<HashMap<PathBuf, &'static libloading::Library>> {
-    static LIBRARIES: OnceLock<Mutex<HashMap<PathBuf, &'static libloading::Library>>> = OnceLock::new();
+/// What identifies an opened library: the file it was mapped from, or, for
+/// a library loaded from a private copy, the digest of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Origin {
+    Path(PathBuf),
+    Digest(String),
+}
+
+/// The process-wide set of opened libraries.
+fn libraries() -> &'static Mutex<HashMap<Origin, &'static libloading::Library>> {
+    static LIBRARIES: OnceLock<Mutex<HashMap<Origin, &'static libloading::Library>>> = OnceLock::new();
     LIBRARIES.get_or_init(Default::default)
+}
+
+/// A library found and checked.
+#[derive(Clone)]
+pub struct Loaded {
+    /// The library file (canonical).
+    pub path: PathBuf,
+    /// Its descriptor, valid for the rest of the process.
+    pub descriptor: &'static ProviderDescriptor,
+    /// The SHA-256 of the bytes loaded (lower-case hex), when they were read
+    /// to be checked or copied (`sha256` or `content_addressed`).
+    pub sha256: Option<String>,
 }
 
 /// What is checked about a library file before it is opened.
@@ -146,14 +167,18 @@ pub struct FileChecks {
     pub content_addressed: bool,
 }
 
-/// Opens the first existing candidate and validates `symbol` in it; returns
-/// the library's canonical path and the descriptor, valid for the rest of the
-/// process. `checks` run on the file before anything of it is loaded.
-pub fn load(
-    candidates: &[PathBuf],
-    symbol: &str,
-    checks: &FileChecks,
-) -> Result<(PathBuf, &'static ProviderDescriptor), LoadError> {
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded")
+            .field("path", &self.path)
+            .field("sha256", &self.sha256)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the first existing candidate and validates `symbol` in it. `checks`
+/// run on the file before anything of it is loaded.
+pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result<Loaded, LoadError> {
     let Some(path) = candidates.iter().find(|p| p.exists()) else {
         let shown = candidates.first().cloned().unwrap_or_default();
         return Err(LoadError {
@@ -175,26 +200,33 @@ pub fn load(
     // With a pinned digest, or for hot reload, the file is read once and a
     // private copy of exactly the bytes checked is what gets mapped: the file
     // cannot change between the check and the load.
-    let mapped = if checks.sha256.is_some() || checks.content_addressed {
+    let (origin, bytes) = if checks.sha256.is_some() || checks.content_addressed {
         let bytes = std::fs::read(&canonical)
             .map_err(|e| fail(LoadErrorKind::NotLoadable { reason: format!("cannot read it: {e}") }))?;
         let digest = sha256_hex(&bytes);
         if let Some(expected) = &checks.sha256 {
             check_digest(expected, &digest).map_err(fail)?;
         }
-        private_copy(&canonical, &bytes, &digest)
-            .map_err(|e| fail(LoadErrorKind::NotLoadable { reason: e }))?
+        (Origin::Digest(digest), Some(bytes))
     } else {
-        canonical.clone()
+        (Origin::Path(canonical.clone()), None)
     };
-    let key = (mapped.clone(), symbol.to_owned());
+    let sha256 = match &origin {
+        Origin::Digest(digest) => Some(digest.clone()),
+        Origin::Path(_) => None,
+    };
+    let key = (origin.clone(), symbol.to_owned());
     if let Some(descriptor) = validated().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok((canonical, descriptor));
+        return Ok(Loaded { path: canonical, descriptor, sha256 });
     }
-    let library = open(&mapped).map_err(fail)?;
+    let library = open(origin, |origin| match (origin, &bytes) {
+        (Origin::Digest(digest), Some(bytes)) => open_private_copy(&canonical, bytes, digest),
+        _ => open_library(&canonical).map_err(|e| os_reason(&e)),
+    })
+    .map_err(|reason| fail(LoadErrorKind::NotLoadable { reason }))?;
     let descriptor = find_descriptor(library, symbol).map_err(fail)?;
     validated().lock().unwrap_or_else(|e| e.into_inner()).insert(key, descriptor);
-    Ok((canonical, descriptor))
+    Ok(Loaded { path: canonical, descriptor, sha256 })
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -202,61 +234,49 @@ fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// This process's private directory for library copies: created once, with
-/// a name no one else can have taken (creation fails if it exists) and mode
-/// 0700. Kept until the process exits (loaded libraries are never unloaded).
-fn private_dir() -> Result<&'static Path, String> {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = std::env::temp_dir();
-        let stamp =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let mut last = String::new();
-        for attempt in 0..16u32 {
-            let dir = base.join(format!("guardhost-libraries-{}-{stamp:x}-{attempt}", std::process::id()));
-            let mut builder = std::fs::DirBuilder::new();
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            match builder.create(&dir) {
-                Ok(()) => return Ok(dir),
-                Err(e) => last = format!("cannot create {}: {e}", dir.display()),
-            }
+/// Maps a private copy of `bytes` (the file at `path`, whose SHA-256 is
+/// `digest`): written to a new directory of mode 0700 that no one else can
+/// have created (creation fails if it exists), opened, then removed. The
+/// mapping outlives the file, so nothing is left on disk, and the original
+/// may be replaced, even overwritten in place (which would crash a process
+/// that maps it), without touching the loaded provider.
+fn open_private_copy(path: &Path, bytes: &[u8], digest: &str) -> Result<libloading::Library, String> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = path.file_name().ok_or_else(|| "it has no file name".to_owned())?.to_string_lossy();
+    let base = std::env::temp_dir();
+    let stamp =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let mut last = String::new();
+    for _ in 0..16 {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = base.join(format!("guardhost-library-{}-{stamp:x}-{n}", std::process::id()));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        if let Err(e) = builder.create(&dir) {
+            last = format!("cannot create {}: {e}", dir.display());
+            continue;
         }
-        Err(last)
-    })
-    .as_ref()
-    .map(PathBuf::as_path)
-    .map_err(Clone::clone)
+        let copy = dir.join(format!("{digest}-{name}"));
+        let opened =
+            write_read_only(&copy, bytes).and_then(|()| open_library(&copy).map_err(|e| os_reason(&e)));
+        let _ = std::fs::remove_file(&copy);
+        if let Err(e) = std::fs::remove_dir(&dir) {
+            tracing::warn!("cannot remove {}: {e}", dir.display());
+        }
+        return opened;
+    }
+    Err(last)
 }
 
-/// Writes `bytes` (the file at `path`, whose SHA-256 is `digest`) to this
-/// process's private directory, named by the digest, and returns the copy's
-/// path. Mapping the copy means the original may be replaced, even
-/// overwritten in place (which would crash a process that maps it), without
-/// touching a loaded provider; and a new version gets a new path, so it is
-/// really loaded rather than found among the opened libraries.
-fn private_copy(path: &Path, bytes: &[u8], digest: &str) -> Result<PathBuf, String> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = private_dir()?;
-    let name = path.file_name().ok_or_else(|| "it has no file name".to_owned())?.to_string_lossy();
-    let copy = dir.join(format!("{digest}-{name}"));
-    if copy.is_file() {
-        return Ok(copy);
-    }
-    // Written aside under a name of its own, then renamed: a copy is never
-    // seen half-written, and two writers never share a file.
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let aside = dir.join(format!(".{n}.tmp"));
+/// Writes a new file, readable only by its owner.
+fn write_read_only(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o500);
-    let mut file = options.open(&aside).map_err(|e| format!("cannot write {}: {e}", aside.display()))?;
-    std::io::Write::write_all(&mut file, bytes)
-        .map_err(|e| format!("cannot write {}: {e}", aside.display()))?;
-    drop(file);
-    std::fs::rename(&aside, &copy).map_err(|e| format!("cannot write {}: {e}", copy.display()))?;
-    Ok(copy)
+    let mut file = options.open(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::io::Write::write_all(&mut file, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Refuses a file, or a directory on its path, that group or others may
@@ -321,21 +341,23 @@ fn check_digest(expected: &str, found: &str) -> Result<(), LoadErrorKind> {
 /// Descriptors already checked, by library and symbol. The layout check
 /// costs about 0.1 ms and its answer cannot change: the library stays
 /// mapped, as it was checked, for the rest of the process.
-fn validated() -> &'static Mutex<HashMap<(PathBuf, String), &'static ProviderDescriptor>> {
-    static VALIDATED: OnceLock<Mutex<HashMap<(PathBuf, String), &'static ProviderDescriptor>>> =
+fn validated() -> &'static Mutex<HashMap<(Origin, String), &'static ProviderDescriptor>> {
+    static VALIDATED: OnceLock<Mutex<HashMap<(Origin, String), &'static ProviderDescriptor>>> =
         OnceLock::new();
     VALIDATED.get_or_init(Default::default)
 }
 
-/// Opens (or reuses) the library at an absolute, canonical path.
-fn open(path: &Path) -> Result<&'static libloading::Library, LoadErrorKind> {
+/// Reuses the library opened from `origin`, or opens it with `opening`.
+fn open(
+    origin: Origin,
+    opening: impl FnOnce(&Origin) -> Result<libloading::Library, String>,
+) -> Result<&'static libloading::Library, String> {
     let mut libraries = libraries().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(library) = libraries.get(path) {
+    if let Some(library) = libraries.get(&origin) {
         return Ok(library);
     }
-    let library = open_library(path).map_err(|e| LoadErrorKind::NotLoadable { reason: os_reason(&e) })?;
-    let library: &'static libloading::Library = Box::leak(Box::new(library));
-    libraries.insert(path.to_path_buf(), library);
+    let library: &'static libloading::Library = Box::leak(Box::new(opening(&origin)?));
+    libraries.insert(origin, library);
     Ok(library)
 }
 

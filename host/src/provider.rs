@@ -58,17 +58,8 @@ impl ProviderFailure {
 /// this is all the executor the host needs where it has no runtime (the
 /// conformance kit, the evaluation threads of `provider.timeout_ms`).
 pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-        fn wake_by_ref(self: &std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
     let mut future = std::pin::pin!(future);
-    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let waker = crate::reply::thread_waker();
     let mut cx = std::task::Context::from_waker(&waker);
     loop {
         if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
@@ -76,6 +67,30 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
         }
         std::thread::park();
     }
+}
+
+/// Asks `provider` on this thread, on the sync path or (driven here) the
+/// async one. A panic (of a provider written in Rust against the host's
+/// trait; a library's is caught at the ABI boundary) answers the call with
+/// a provider error, so the calling worker thread goes on.
+pub(crate) fn evaluate_here(
+    provider: &dyn GuardrailProvider,
+    request: &GuardrailRequest,
+    asynchronous: bool,
+) -> Evaluation {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if asynchronous {
+            block_on(provider.aevaluate(request))
+        } else {
+            provider.evaluate(request)
+        }
+    }))
+    .unwrap_or_else(|_| {
+        Err(ProviderFailure::Error {
+            message: format!("provider '{}' panicked", provider.name()),
+            panicked: true,
+        })
+    })
 }
 
 /// The result of asking a provider.

@@ -10,15 +10,13 @@
 //! fail at once ("no free evaluation thread") instead of queueing or
 //! starting threads: the number of threads never grows past the pool.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::provider::{block_on, BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use crate::provider::{evaluate_here, BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use crate::reply::Reply;
 use crate::request::GuardrailRequest;
 
 /// Worker threads per provider with a timeout.
@@ -35,21 +33,10 @@ enum Path {
     Async,
 }
 
-/// Where a worker puts its answer, and who to wake.
-#[derive(Default)]
-struct Slot {
-    answer: Option<Evaluation>,
-    waker: Option<Waker>,
-}
-
-type Reply = Arc<Mutex<Slot>>;
-
 struct Job {
     request: GuardrailRequest,
     path: Path,
     reply: Reply,
-    /// A blocking receiver for the sync path.
-    done: Option<SyncSender<()>>,
 }
 
 /// A provider whose calls give up after a limit.
@@ -84,34 +71,13 @@ impl TimeoutProvider {
                         Ok(job) => job,
                         Err(_) => return, // the provider was dropped
                     };
-                    if Arc::strong_count(&job.reply) == 1 {
+                    if job.reply.is_abandoned() {
                         continue; // its caller has given up already
                     }
                     busy.fetch_add(1, Ordering::SeqCst);
-                    // A panic (a provider written in Rust against the host's trait)
-                    // answers this call with an error; the worker goes on.
-                    let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match job.path {
-                        Path::Sync => inner.evaluate(&job.request),
-                        Path::Async => block_on(inner.aevaluate(&job.request)),
-                    }))
-                    .unwrap_or_else(|_| {
-                        Err(ProviderFailure::Error {
-                            message: format!("provider '{}' panicked", inner.name()),
-                            panicked: true,
-                        })
-                    });
+                    let answer = evaluate_here(&*inner, &job.request, matches!(job.path, Path::Async));
                     busy.fetch_sub(1, Ordering::SeqCst);
-                    let waker = {
-                        let mut slot = job.reply.lock().unwrap_or_else(|e| e.into_inner());
-                        slot.answer = Some(answer);
-                        slot.waker.take()
-                    };
-                    if let Some(waker) = waker {
-                        waker.wake();
-                    }
-                    if let Some(done) = job.done {
-                        let _ = done.try_send(());
-                    }
+                    job.reply.fill(answer);
                 });
             spawned?;
         }
@@ -132,14 +98,9 @@ impl TimeoutProvider {
     }
 
     /// Hands a job to a free worker, or fails at once when there is none.
-    fn submit(
-        &self,
-        request: &GuardrailRequest,
-        path: Path,
-        done: Option<SyncSender<()>>,
-    ) -> Result<Reply, ProviderFailure> {
+    fn submit(&self, request: &GuardrailRequest, path: Path) -> Result<Reply, ProviderFailure> {
         let reply = Reply::default();
-        let job = Job { request: request.clone(), path, reply: reply.clone(), done };
+        let job = Job { request: request.clone(), path, reply: reply.clone() };
         match self.jobs.try_send(job) {
             Ok(()) => Ok(reply),
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
@@ -165,48 +126,16 @@ impl GuardrailProvider for TimeoutProvider {
     }
 
     fn evaluate(&self, request: &GuardrailRequest) -> Evaluation {
-        let (done, wait) = mpsc::sync_channel(1);
-        let reply = self.submit(request, Path::Sync, Some(done))?;
-        match wait.recv_timeout(self.limit) {
-            Ok(()) => reply
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .answer
-                .take()
-                .unwrap_or_else(|| Err(self.timed_out())),
-            Err(_) => Err(self.timed_out()),
-        }
+        let deadline = Instant::now() + self.limit;
+        let reply = self.submit(request, Path::Sync)?;
+        reply.wait(deadline).unwrap_or_else(|| Err(self.timed_out()))
     }
 
     fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
         Box::pin(async move {
-            let reply = self.submit(request, Path::Async, None)?;
-            let answer = Answer { reply, timer: futures_timer::Delay::new(self.limit) }.await;
-            answer.unwrap_or_else(|| Err(self.timed_out()))
+            let deadline = Instant::now() + self.limit;
+            let reply = self.submit(request, Path::Async)?;
+            reply.wait_async(deadline).await.unwrap_or_else(|| Err(self.timed_out()))
         })
-    }
-}
-
-/// The worker's answer, or `None` when the timer fires first.
-struct Answer {
-    reply: Reply,
-    timer: futures_timer::Delay,
-}
-
-impl Future for Answer {
-    type Output = Option<Evaluation>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        {
-            let mut slot = self.reply.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(answer) = slot.answer.take() {
-                return Poll::Ready(Some(answer));
-            }
-            slot.waker = Some(cx.waker().clone());
-        }
-        match Pin::new(&mut self.timer).poll(cx) {
-            Poll::Ready(()) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
     }
 }

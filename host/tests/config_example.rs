@@ -90,8 +90,12 @@ fn every_commented_option_works_as_documented() {
     .unwrap();
     let provider = config.guardrails.provider.as_ref().unwrap();
     assert_eq!(provider.config["api_key"], "k");
-    // The third-party library is not here, and the error says where it looked.
+    assert_eq!(provider.isolation, guardhost::Isolation::Process);
+    assert_eq!(provider.timeout_ms, Some(250));
+    // The third-party library is not here, and the error, from the
+    // provider's process, says where it looked.
     let error = install(&config).unwrap_err();
-    assert!(matches!(error, BuildError::Load(_)));
-    assert!(error.to_string().contains("/opt/acme/libacme_policy.so"), "{error}");
+    assert!(matches!(error, BuildError::Isolation { .. }), "{error:?}");
+    assert!(error.to_string().contains("no such file; tried /opt/acme/libacme_policy.so"), "{error}");
+    assert!(error.to_string().ends_with("(in the provider process)"), "{error}");
 }

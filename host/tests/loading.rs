@@ -458,7 +458,23 @@ fn a_configured_digest_is_checked_before_anything_is_loaded() {
     // What is mapped is a private copy of the bytes that were checked.
     assert!(!mapped(&good), "the checked file itself must not be what is mapped");
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    assert!(maps.contains(&format!("{}-libgood.so", sha256_hex(&good))), "no private copy mapped");
+    let copy_line = maps
+        .lines()
+        .find(|line| line.contains(&format!("{}-libgood.so", sha256_hex(&good))))
+        .expect("no private copy mapped");
+    // The copy was removed once mapped: nothing is left on disk.
+    assert!(copy_line.ends_with(" (deleted)"), "{copy_line}");
+    let copy = copy_line.split_whitespace().nth(5).unwrap();
+    assert!(!Path::new(copy).exists() && !Path::new(copy).parent().unwrap().exists(), "{copy_line}");
+    // Loading the same bytes again reuses the mapping.
+    assert_eq!(instantiate(&spec, dir.path()).unwrap().info.sha256, Some(sha256_hex(&good)));
+    let copies = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let distinct: std::collections::HashSet<&str> = copies
+        .lines()
+        .filter(|line| line.contains(&format!("{}-libgood.so", sha256_hex(&good))))
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .collect();
+    assert_eq!(distinct.len(), 1, "{distinct:?}");
 
     let other = fresh_copy(dir.path(), "libother.so");
     let mut spec = ProviderSpec::new(format!("{}:AllowlistProvider", other.display()), Map::new());

@@ -258,6 +258,13 @@ fn suite_providers(dir: &Path) -> Vec<(&'static str, String)> {
             ),
         ),
         (
+            "allowlist (.so), isolation: process",
+            format!(
+                "use: {}:AllowlistProvider\n    isolation: process\n    config: {{denied_tools: [bash, write_file, str_replace]}}",
+                lib("libguardhost_allowlist.so")
+            ),
+        ),
+        (
             "template, parses arguments (.so)",
             format!(
                 "use: {}:TemplateProvider\n    config: {{blocked_patterns: [\"rm -rf\"]}}",

@@ -38,6 +38,14 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode, CliError> {
         "framework:        {}",
         if info.framework_injected { "injected (\"deerflow\")" } else { "not injected" }
     );
+    match info.isolation {
+        guardhost::Isolation::Process => {
+            println!(
+                "isolation:        process (a `guardhost provider-server` child, restarted when it dies)"
+            )
+        }
+        guardhost::Isolation::InProcess => println!("isolation:        in_process"),
+    }
     match info.timeout_ms {
         Some(ms) => println!("timeout:          {ms} ms per call"),
         None => println!("timeout:          none (calls are waited for)"),

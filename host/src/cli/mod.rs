@@ -5,6 +5,7 @@ mod check;
 mod conformance;
 mod eval;
 mod run;
+mod server;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +62,10 @@ enum Command {
     /// stream of DeerFlow tool calls through the configured provider; p50 /
     /// p99 / max per call, calls per second, peak memory.
     Bench(bench::BenchArgs),
+    /// Serve one provider to a host over stdin/stdout (what
+    /// `isolation: process` starts; not for interactive use).
+    #[command(hide = true)]
+    ProviderServer,
 }
 
 /// A failure that ends a command with exit code 2.
@@ -102,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::ProviderServer => server::run(),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,114 @@
+//! The provider server: `guardhost provider-server`, the child process of an
+//! isolated provider. It loads the provider the host names and answers
+//! evaluations on stdin/stdout until stdin closes.
+
+use std::io::{self, BufRead, Write};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use super::protocol::{self, FrameError, FrameWriter, FromServer, Outcome, ToServer, PROTOCOL_VERSION};
+use crate::config::Isolation;
+use crate::instantiate::instantiate_with;
+use crate::provider::{evaluate_here, GuardrailProvider};
+
+/// Threads that read and evaluate calls. A call that hangs holds one until
+/// the host gives up on it and kills this process.
+pub const SERVER_WORKERS: usize = 8;
+
+/// Why the server stopped before its input ended.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The host spoke out of turn or not in this protocol.
+    #[error("the host {0}")]
+    Protocol(String),
+    /// The provider could not be built (the host was told why).
+    #[error("{0}")]
+    Build(String),
+    /// Writing to the host failed.
+    #[error("cannot write to the host: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Serves one provider over `input` and `output` until `input` ends
+/// (`Ok`): the body of `guardhost provider-server`.
+pub fn serve(
+    mut input: impl BufRead + Send + 'static,
+    mut output: impl Write + Send + 'static,
+) -> Result<(), ServeError> {
+    protocol::write_message(
+        &mut output,
+        &FromServer::Hello { protocol: PROTOCOL_VERSION, version: env!("CARGO_PKG_VERSION").into() },
+    )?;
+    let (mut spec, base_dir) = match protocol::read_message::<ToServer<'static>>(&mut input) {
+        Ok(ToServer::Init { protocol, spec, base_dir }) if protocol == PROTOCOL_VERSION => (spec, base_dir),
+        Ok(ToServer::Init { protocol, .. }) => {
+            let error = format!(
+                "the host speaks provider protocol {protocol}, this server {PROTOCOL_VERSION}: \
+                 run the host and the server from the same guardhost build"
+            );
+            protocol::write_message(&mut output, &FromServer::Failed { error: error.clone() })?;
+            return Err(ServeError::Protocol(error));
+        }
+        Ok(other) => return Err(ServeError::Protocol(format!("sent {other:?} before init"))),
+        Err(FrameError::Closed) => return Ok(()),
+        Err(error) => return Err(ServeError::Protocol(error.to_string())),
+    };
+    // Here the provider runs in process; the host keeps time.
+    spec.isolation = Isolation::InProcess;
+    spec.timeout_ms = None;
+    let loaded = match instantiate_with(&spec, &base_dir, true) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            let error = error.to_string();
+            protocol::write_message(&mut output, &FromServer::Failed { error: error.clone() })?;
+            return Err(ServeError::Build(error));
+        }
+    };
+    protocol::write_message(&mut output, &FromServer::Ready { info: loaded.info })?;
+    tracing::debug!(provider = %loaded.provider.name(), "provider server ready");
+
+    let answers = FrameWriter::new(io::BufWriter::with_capacity(64 << 10, output));
+    let shared = Arc::new(Workers { input: Mutex::new(input), answers, provider: loaded.provider });
+    let (done, outcome) = mpsc::channel();
+    for i in 0..SERVER_WORKERS {
+        let (shared, done) = (shared.clone(), done.clone());
+        std::thread::Builder::new().name(format!("guardhost-server-{i}")).spawn(move || {
+            let _ = done.send(shared.work());
+        })?;
+    }
+    // The first worker to stop (its input ended or broke) ends the server,
+    // even while others are stuck in the provider.
+    drop(done);
+    outcome.recv().unwrap_or(Ok(()))
+}
+
+/// What the evaluation threads share. Each takes a turn at reading the
+/// next call, then evaluates it while another thread reads: a call goes
+/// from the pipe to the provider without a hand-over between threads.
+struct Workers<R, W: Write> {
+    input: Mutex<R>,
+    answers: FrameWriter<W>,
+    provider: Arc<dyn GuardrailProvider>,
+}
+
+impl<R: BufRead, W: Write> Workers<R, W> {
+    /// Reads and answers calls until the input ends (`Ok`) or breaks.
+    fn work(&self) -> Result<(), ServeError> {
+        loop {
+            let message = protocol::read_message::<ToServer<'static>>(
+                &mut *self.input.lock().unwrap_or_else(|e| e.into_inner()),
+            );
+            let (id, asynchronous, request) = match message {
+                Ok(ToServer::Evaluate { id, asynchronous, request }) => (id, asynchronous, request),
+                Ok(ToServer::Init { .. }) => return Err(ServeError::Protocol("sent init twice".into())),
+                Err(FrameError::Closed) => return Ok(()),
+                Err(error) => return Err(ServeError::Protocol(error.to_string())),
+            };
+            let evaluation = evaluate_here(&*self.provider, &request, asynchronous);
+            let frame = protocol::encode(&FromServer::Answer { id, outcome: Outcome::from(evaluation) });
+            // A broken output means the host is gone; its input ends too.
+            self.answers.send(frame)?;
+        }
+    }
+}

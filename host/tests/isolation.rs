@@ -1,0 +1,512 @@
+//! `provider.isolation: process`: the provider runs in a `guardhost
+//! provider-server` child. Its abort, segfault, `exit(0)`, garbage output or
+//! hang fails the calls in flight (fail-closed) and the child restarts; the
+//! host survives each, and the next call works. Decisions are the same as
+//! in process, and concurrent calls are multiplexed.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use guardhost::conformance::corpus::corpus;
+use guardhost::isolation::client::backoff;
+use guardhost::isolation::ProcessProvider;
+use guardhost::{
+    instantiate, GuardrailMiddleware, GuardrailProvider, GuardrailRequest, Isolation, ProviderFailure,
+    ProviderSpec, ToolCallRequest, ToolStatus,
+};
+use serde_json::{json, Map, Value};
+use support::{library, object, use_of};
+
+const GUARDHOST: &str = env!("CARGO_BIN_EXE_guardhost");
+
+fn spec(use_: &str, config: Map<String, Value>, timeout_ms: Option<u64>) -> ProviderSpec {
+    let mut spec = ProviderSpec::new(use_, config);
+    spec.isolation = Isolation::Process;
+    spec.timeout_ms = timeout_ms;
+    spec
+}
+
+fn faulty(timeout_ms: u64) -> ProcessProvider {
+    let spec = spec(&use_of("guardhost_test_providers", "FaultyProvider"), Map::new(), Some(timeout_ms));
+    ProcessProvider::start(&spec, Path::new("/"), GUARDHOST.into()).unwrap().0
+}
+
+fn request(tool: &str) -> GuardrailRequest {
+    request_with(tool, Map::new())
+}
+
+fn request_with(tool: &str, args: Map<String, Value>) -> GuardrailRequest {
+    GuardrailRequest::from_tool_call(&ToolCallRequest::new(tool, args).with_id("call-1"), None).unwrap()
+}
+
+fn error_message(result: Result<guardhost::GuardrailDecision, ProviderFailure>) -> String {
+    match result {
+        Err(ProviderFailure::Error { message, .. }) => message,
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_host_survives_every_fault_and_the_next_call_works_after_a_restart() {
+    let provider = faulty(400);
+    let cases = [
+        ("abort", "was killed by signal 6 (SIGABRT)"),
+        ("segfault", "was killed by signal 11 (SIGSEGV)"),
+        ("exit", "exited with status 0"),
+        (
+            "garbage",
+            r#"was killed: it wrote something that is not a protocol frame: "debug: evaluating a call\n""#,
+        ),
+        ("hang", "did not answer within 400 ms (provider.timeout_ms); its process was killed and restarts"),
+    ];
+    for (tool, expected) in cases {
+        let before = provider.pid().expect("a running child");
+        let message = error_message(provider.evaluate(&request(tool)));
+        assert!(message.starts_with("provider 'faulty' (isolation: process): "), "{tool}: {message}");
+        assert!(message.contains(expected), "{tool}: {message}");
+        // The next call waits for the restarted child and is decided by it.
+        let decision = provider.evaluate(&request("read_file")).unwrap();
+        assert!(decision.allow, "{tool}: {decision:?}");
+        assert_ne!(provider.pid(), Some(before), "{tool}: the child was restarted");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_on_the_async_path_fail_closed_through_the_middleware_too() {
+    let provider: Arc<dyn GuardrailProvider> = Arc::new(faulty(400));
+    let middleware = GuardrailMiddleware::new(provider);
+    let handler = guardhost::async_handler(|call: ToolCallRequest| async move {
+        Ok(guardhost::ToolMessage {
+            content: "ran".into(),
+            tool_call_id: call.tool_call.id.clone().unwrap_or_default(),
+            name: call.tool_call.name.clone(),
+            status: ToolStatus::Success,
+        })
+    });
+    for tool in ["abort", "segfault", "exit", "garbage", "hang"] {
+        let call = ToolCallRequest::new(tool, Map::new()).with_id("c");
+        let message = middleware.awrap_tool_call(call, handler.clone()).await.unwrap();
+        assert_eq!(message.status, ToolStatus::Error, "{tool}");
+        assert!(message.content.contains("oap.evaluator_error"), "{tool}: {}", message.content);
+        let next = ToolCallRequest::new("read_file", Map::new()).with_id("d");
+        let message = middleware.awrap_tool_call(next, handler.clone()).await.unwrap();
+        assert_eq!(message.status, ToolStatus::Success, "{tool}: {}", message.content);
+    }
+}
+
+#[test]
+fn every_call_in_flight_fails_when_the_child_dies_and_later_calls_are_answered() {
+    let provider = Arc::new(faulty(5_000));
+    // Three calls wait inside the child for a fourth that never comes...
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let provider = provider.clone();
+            std::thread::spawn(move || {
+                provider.evaluate(&request_with("meet", object(json!({"parties": 4}))))
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // ...when another call kills it.
+    assert!(error_message(provider.evaluate(&request("abort"))).contains("SIGABRT"));
+    for thread in waiting {
+        let message = error_message(thread.join().unwrap());
+        assert!(
+            message.contains("SIGABRT") && message.contains("while this call was in flight"),
+            "{message}"
+        );
+    }
+    assert!(provider.evaluate(&request("read_file")).unwrap().allow);
+}
+
+#[test]
+fn concurrent_calls_are_multiplexed_not_serialised() {
+    let provider = Arc::new(faulty(15_000));
+    // Each call waits inside the provider until all 6 are inside at once:
+    // that can only happen if the host sent them all without waiting.
+    let parties = 6;
+    let threads: Vec<_> = (0..parties)
+        .map(|_| {
+            let provider = provider.clone();
+            std::thread::spawn(move || {
+                provider.evaluate(&request_with("meet", object(json!({"parties": parties}))))
+            })
+        })
+        .collect();
+    for thread in threads {
+        let decision = thread.join().unwrap().unwrap();
+        assert_eq!(decision.reasons[0].code, "test.met");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_async_tasks_each_get_their_own_answer() {
+    let use_ = use_of("guardhost_test_providers", "CapturingProvider");
+    let (provider, _) =
+        ProcessProvider::start(&spec(&use_, Map::new(), None), Path::new("/"), GUARDHOST.into()).unwrap();
+    let provider = Arc::new(provider);
+    let tasks: Vec<_> = (0..1000)
+        .map(|i| {
+            let provider = provider.clone();
+            tokio::spawn(async move {
+                let call = ToolCallRequest::new(format!("tool-{i}"), object(json!({"n": i})))
+                    .with_id(format!("id-{i}"));
+                let request = GuardrailRequest::from_tool_call(&call, None).unwrap();
+                let decision = provider.aevaluate(&request).await.unwrap();
+                (i, decision)
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (i, decision) = task.await.unwrap();
+        assert_eq!(decision.metadata["tool_name"], json!(format!("tool-{i}")));
+        assert_eq!(decision.metadata["tool_call_id"], json!(format!("id-{i}")));
+        assert_eq!(decision.metadata["tool_input"], json!({"n": i}));
+        assert_eq!(decision.metadata["path"], json!("async"));
+    }
+}
+
+/// Every plugin, and the request-echoing fixture, with the config it is
+/// tested with.
+fn providers() -> Vec<(String, Map<String, Value>)> {
+    let oap_passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/oap/passport.json");
+    vec![
+        (
+            use_of("guardhost_allowlist", "AllowlistProvider"),
+            object(json!({"denied_tools": ["bash", "write_file"]})),
+        ),
+        ("builtin:AllowlistProvider".into(), object(json!({"allowed_tools": ["read_file", "ls"]}))),
+        (use_of("blocked_prefixes", "MyGuardrailProvider"), Map::new()),
+        (use_of("guardhost_provider_template", "TemplateProvider"), Map::new()),
+        (
+            use_of("guardhost_oap", "OAPGuardrailProvider"),
+            object(json!({"passport_path": oap_passport.to_str().unwrap()})),
+        ),
+        (use_of("guardhost_test_providers", "CapturingProvider"), Map::new()),
+        (use_of("guardhost_test_providers", "InterruptingProvider"), Map::new()),
+        (use_of("guardhost_test_providers", "ErroringProvider"), Map::new()),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_are_identical_to_in_process_ones_on_the_conformance_corpus() {
+    let requests: Vec<GuardrailRequest> = corpus().into_iter().map(|case| case.request).collect();
+    assert!(requests.len() >= 29);
+    for (use_, config) in providers() {
+        let in_process = instantiate(&ProviderSpec::new(&use_, config.clone()), Path::new("/")).unwrap();
+        let isolated = instantiate(&spec(&use_, config, None), Path::new("/")).unwrap();
+        assert_eq!(isolated.info.isolation, Isolation::Process);
+        assert_eq!(isolated.info.name, in_process.info.name);
+        assert_eq!(isolated.info.accepted_keys, in_process.info.accepted_keys);
+        assert_eq!(isolated.info.framework_injected, in_process.info.framework_injected);
+        let mut compared = 0;
+        for request in &requests {
+            let expected = in_process.provider.evaluate(request);
+            assert_eq!(isolated.provider.evaluate(request), expected, "{use_}: {}", request.tool_name);
+            let expected = in_process.provider.aevaluate(request).await;
+            assert_eq!(
+                isolated.provider.aevaluate(request).await,
+                expected,
+                "{use_} async: {}",
+                request.tool_name
+            );
+            compared += 2;
+        }
+        assert_eq!(compared, requests.len() * 2);
+    }
+}
+
+#[test]
+fn build_errors_are_the_in_process_errors() {
+    let use_ = use_of("guardhost_allowlist", "AllowlistProvider");
+    let config = object(json!({"denied_tool": ["bash"]}));
+    let in_process = instantiate(&ProviderSpec::new(&use_, config.clone()), Path::new("/")).unwrap_err();
+    let isolated = instantiate(&spec(&use_, config, None), Path::new("/")).unwrap_err();
+    assert_eq!(isolated.to_string(), format!("{in_process} (in the provider process)"));
+
+    let missing = spec("/nonexistent/libnothing.so:Nothing", Map::new(), None);
+    let error = instantiate(&missing, Path::new("/")).unwrap_err().to_string();
+    assert!(
+        error.starts_with("cannot load provider `Nothing` from /nonexistent/libnothing.so: no such file"),
+        "{error}"
+    );
+
+    let zero = spec(&use_, Map::new(), Some(0));
+    assert_eq!(
+        instantiate(&zero, Path::new("/")).unwrap_err().to_string(),
+        "`provider.timeout_ms` must be at least 1"
+    );
+}
+
+/// A private copy of a workspace library, in a directory of its own.
+fn private_library(dir: &Path, lib_name: &str) -> PathBuf {
+    let path = dir.join("libpolicy.so");
+    std::fs::copy(library(lib_name), &path).unwrap();
+    path
+}
+
+#[test]
+fn a_restart_loads_the_same_bytes_and_calls_fail_at_once_while_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = private_library(dir.path(), "guardhost_test_providers");
+    let spec = spec(&format!("{}:FaultyProvider", path.display()), Map::new(), Some(3_000));
+    let (provider, info) = ProcessProvider::start(&spec, Path::new("/"), GUARDHOST.into()).unwrap();
+    let digest = info.sha256.clone().expect("the child reports the digest it loaded");
+    assert_eq!(digest.len(), 64);
+
+    // Another library takes the file's place; then the child dies.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::copy(library("guardhost_allowlist"), &path).unwrap();
+    assert!(error_message(provider.evaluate(&request("abort"))).contains("SIGABRT"));
+
+    // The restart refuses the changed file, so the provider is down: calls
+    // fail at once, saying why, and never wait for the 3 s limit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let message = loop {
+        let started = Instant::now();
+        let message = error_message(provider.evaluate(&request("read_file")));
+        assert!(started.elapsed() < Duration::from_millis(2_500), "{message}");
+        if message.contains("is down") || Instant::now() > deadline {
+            break message;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(message.contains("its restart failed"), "{message}");
+    assert!(message.contains(&format!("but `provider.sha256` says {digest}")), "{message}");
+
+    // The original bytes come back: the next restart serves again.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::copy(library("guardhost_test_providers"), &path).unwrap();
+    assert!(provider.wait_running(Duration::from_secs(10)), "restarted within the backoff");
+    assert!(provider.evaluate(&request("read_file")).unwrap().allow);
+}
+
+#[test]
+fn restarts_back_off_from_nothing_to_five_seconds() {
+    let waits: Vec<u128> = (1..=9).map(|n| backoff(n).as_millis()).collect();
+    assert_eq!(waits, [0, 100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+    assert_eq!(backoff(u32::MAX), Duration::from_secs(5));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn dropping_the_provider_ends_its_process() {
+    let provider = faulty(1_000);
+    let pid = provider.pid().unwrap();
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    drop(provider);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "process {pid} still exists");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A config file with `isolation: process` for `use_`, plus `extra` YAML
+/// lines under `provider:`.
+fn isolated_config(dir: &Path, use_: &str, extra: &str) -> PathBuf {
+    support::write(
+        dir,
+        "config.yaml",
+        &format!(
+            "guardrails:\n  enabled: true\n  provider:\n    use: {use_}\n    isolation: process\n{extra}"
+        ),
+    )
+}
+
+/// Runs `guardhost run` on `lines` with `config`; returns (stdout lines, stderr, exit code).
+fn run_lines(config: &Path, lines: &[Value]) -> (Vec<Value>, String, i32) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(GUARDHOST)
+        .args(["run", "--config", config.to_str().unwrap()])
+        .env("GUARDHOST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(input, "{line}").unwrap();
+    }
+    drop(input);
+    let output = child.wait_with_output().unwrap();
+    let answers = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    (answers, String::from_utf8(output.stderr).unwrap(), output.status.code().unwrap_or(-1))
+}
+
+#[test]
+fn guardhost_run_answers_every_line_through_every_fault_and_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = isolated_config(
+        dir.path(),
+        &use_of("guardhost_test_providers", "FaultyProvider"),
+        "    timeout_ms: 2000\n",
+    );
+    // Each fault hits a child that has answered a call, so it is restarted
+    // at once and the next line waits for it (a child that dies before
+    // answering anything is restarted after a backoff, and lines during the
+    // backoff are denied without waiting).
+    let tools = [
+        "read_file",
+        "abort",
+        "ls",
+        "segfault",
+        "web_search",
+        "exit",
+        "bash",
+        "garbage",
+        "task",
+        "hang",
+        "ls",
+    ];
+    let lines: Vec<Value> =
+        tools.iter().enumerate().map(|(i, tool)| json!({"name": tool, "id": format!("call-{i}")})).collect();
+    let (answers, stderr, code) = run_lines(&config, &lines);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(answers.len(), tools.len(), "{stderr}");
+    for (i, (answer, tool)) in answers.iter().zip(tools).enumerate() {
+        assert_eq!(answer["tool_call_id"], json!(format!("call-{i}")));
+        let faulty = ["abort", "segfault", "exit", "garbage", "hang"].contains(&tool);
+        let expected = if faulty { "error" } else { "success" };
+        assert_eq!(answer["status"], json!(expected), "{tool}: {answer}");
+        if faulty {
+            assert!(answer["content"].as_str().unwrap().contains("(oap.evaluator_error)"), "{answer}");
+        }
+    }
+    // Each fault is logged with what happened to the process.
+    for said in
+        ["SIGABRT", "SIGSEGV", "exited with status 0", "not a protocol frame", "unanswered for 2000 ms"]
+    {
+        assert!(stderr.contains(said), "{said}: {stderr}");
+    }
+    assert!(stderr.contains("11 lines: 6 allowed, 5 denied, 0 errors"), "{stderr}");
+}
+
+#[test]
+fn check_says_where_the_provider_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = isolated_config(dir.path(), &use_of("guardhost_allowlist", "AllowlistProvider"), "");
+    let output = std::process::Command::new(GUARDHOST)
+        .args(["check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("isolation:        process"), "{stdout}");
+    assert!(stdout.contains("timeout:          5000 ms per call"), "{stdout}");
+
+    let bad = support::write(
+        dir.path(),
+        "bad.yaml",
+        "guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    isolation: sandbox\n",
+    );
+    let output = std::process::Command::new(GUARDHOST)
+        .args(["check", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr.contains("isolation") && stderr.contains("in_process") && stderr.contains("process"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_reload_swaps_in_a_new_provider_process_while_a_call_in_flight_finishes_on_the_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = format!(
+        "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    isolation: process\n    timeout_ms: 20000\n",
+        use_of("guardhost_test_providers", "FaultyProvider")
+    );
+    let path = support::write(dir.path(), "config.yaml", &faulty);
+    let reloader = guardhost::Reloader::open(&path).unwrap();
+    let old = reloader.current().unwrap();
+    assert_eq!(old.info.isolation, Isolation::Process);
+    let meet = || request_with("meet", object(json!({"parties": 2})));
+    let in_flight = {
+        let old = old.clone();
+        std::thread::spawn(move || old.middleware.provider().evaluate(&meet()))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+
+    let allowlist = format!(
+        "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    isolation: process\n    config:\n      denied_tools: [bash]\n",
+        use_of("guardhost_allowlist", "AllowlistProvider")
+    );
+    std::fs::write(&path, allowlist).unwrap();
+    reloader.reload().unwrap();
+    let new = reloader.current().unwrap();
+    assert_eq!(new.info.name, "allowlist");
+    assert!(!new.middleware.provider().evaluate(&request("bash")).unwrap().allow);
+
+    // The old provider's process still serves the call it had: the second
+    // party arrives through the old guardrail, and both meet there.
+    assert_eq!(old.middleware.provider().evaluate(&meet()).unwrap().reasons[0].code, "test.met");
+    assert_eq!(in_flight.join().unwrap().unwrap().reasons[0].code, "test.met");
+
+    // A broken config keeps the new one serving.
+    std::fs::write(
+        &path,
+        "guardrails:\n  enabled: true\n  provider:\n    use: /nonexistent/lib.so:X\n    isolation: process\n",
+    )
+    .unwrap();
+    assert!(reloader.reload().is_err());
+    assert_eq!(reloader.current().unwrap().info.name, "allowlist");
+}
+
+#[test]
+fn a_constructor_that_hangs_fails_the_start_after_its_limit_instead_of_blocking() {
+    let spec = spec(&use_of("guardhost_zoo", "HangsInConstructor"), Map::new(), None);
+    let started = Instant::now();
+    let error = instantiate(&spec, Path::new("/")).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "the provider process did not start within 10 s (loading and constructing the provider)"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_provider_process_ends_when_its_host_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = isolated_config(dir.path(), &use_of("guardhost_test_providers", "FaultyProvider"), "");
+    // A host whose provider process is inside a call that never ends.
+    let mut host = std::process::Command::new(GUARDHOST)
+        .args(["run", "--config", config.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    writeln!(host.stdin.as_mut().unwrap(), r#"{{"name": "hang"}}"#).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let server = loop {
+        if let Some(pid) = support::children_of(host.id()).first() {
+            break *pid;
+        }
+        assert!(Instant::now() < deadline, "no provider process");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    host.kill().unwrap();
+    host.wait().unwrap();
+    // Its input closed, the provider process exits, although a thread of it
+    // is stuck in the provider.
+    while Path::new(&format!("/proc/{server}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap_or_default().contains(") Z ")
+    {
+        assert!(Instant::now() < deadline, "provider process {server} outlived its host");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
