@@ -258,8 +258,21 @@ fn open_private_copy(path: &Path, bytes: &[u8], digest: &str) -> Result<libloadi
             continue;
         }
         let copy = dir.join(format!("{digest}-{name}"));
-        let opened =
-            write_read_only(&copy, bytes).and_then(|()| open_library(&copy).map_err(|e| os_reason(&e)));
+        let opened = write_read_only(&copy, bytes).and_then(|()| {
+            open_library(&copy).map_err(|e| {
+                let reason = os_reason(&e);
+                if reason.contains("failed to map segment") {
+                    // The usual cause: a temporary directory mounted noexec.
+                    format!(
+                        "{reason} (the checked copy was in {}; if that file system is mounted noexec, set \
+                         TMPDIR to a directory where libraries may be mapped)",
+                        base.display()
+                    )
+                } else {
+                    reason
+                }
+            })
+        });
         let _ = std::fs::remove_file(&copy);
         if let Err(e) = std::fs::remove_dir(&dir) {
             tracing::warn!("cannot remove {}: {e}", dir.display());

@@ -41,7 +41,11 @@ pub(crate) fn wait_until<T>(
         }
         let now = Instant::now();
         if now >= deadline {
-            return None;
+            // An answer that came while the time ran out still counts.
+            return match poll(&mut cx) {
+                Poll::Ready(value) => Some(value),
+                Poll::Pending => None,
+            };
         }
         std::thread::park_timeout(deadline - now);
     }

@@ -51,7 +51,7 @@ fn error_message(result: Result<guardhost::GuardrailDecision, ProviderFailure>) 
 
 #[test]
 fn the_host_survives_every_fault_and_the_next_call_works_after_a_restart() {
-    let provider = faulty(400);
+    let provider = faulty(1_500);
     let cases = [
         ("abort", "was killed by signal 6 (SIGABRT)"),
         ("segfault", "was killed by signal 11 (SIGSEGV)"),
@@ -60,7 +60,10 @@ fn the_host_survives_every_fault_and_the_next_call_works_after_a_restart() {
             "garbage",
             r#"was killed: it wrote something that is not a protocol frame: "debug: evaluating a call\n""#,
         ),
-        ("hang", "did not answer within 400 ms (provider.timeout_ms); its process was killed and restarts"),
+        ("hang", "did not answer within 1500 ms (provider.timeout_ms); its process was killed and restarts"),
+        // A process the provider started keeps nothing of the protocol open,
+        // so the crash is seen at once, not when the `sleep` ends.
+        ("spawn_then_abort", "was killed by signal 6 (SIGABRT)"),
     ];
     for (tool, expected) in cases {
         let before = provider.pid().expect("a running child");
@@ -74,9 +77,31 @@ fn the_host_survives_every_fault_and_the_next_call_works_after_a_restart() {
     }
 }
 
+#[test]
+fn what_a_provider_prints_goes_to_stderr_and_cannot_corrupt_the_protocol() {
+    let provider = faulty(5_000);
+    let pid = provider.pid();
+    for _ in 0..3 {
+        assert!(provider.evaluate(&request("print")).unwrap().allow);
+    }
+    assert_eq!(provider.pid(), pid, "no restart");
+}
+
+#[test]
+fn a_request_too_large_for_a_frame_fails_alone() {
+    let provider = faulty(10_000);
+    let pid = provider.pid();
+    let huge = "x".repeat(64 << 20);
+    let message =
+        error_message(provider.evaluate(&request_with("read_file", object(json!({"content": huge})))));
+    assert!(message.contains("more than the 67108864 a call to a provider process may carry"), "{message}");
+    assert!(provider.evaluate(&request("read_file")).unwrap().allow);
+    assert_eq!(provider.pid(), pid, "no restart");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_on_the_async_path_fail_closed_through_the_middleware_too() {
-    let provider: Arc<dyn GuardrailProvider> = Arc::new(faulty(400));
+    let provider: Arc<dyn GuardrailProvider> = Arc::new(faulty(1_500));
     let middleware = GuardrailMiddleware::new(provider);
     let handler = guardhost::async_handler(|call: ToolCallRequest| async move {
         Ok(guardhost::ToolMessage {
@@ -109,7 +134,7 @@ fn every_call_in_flight_fails_when_the_child_dies_and_later_calls_are_answered()
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(1_000));
     // ...when another call kills it.
     assert!(error_message(provider.evaluate(&request("abort"))).contains("SIGABRT"));
     for thread in waiting {
@@ -275,7 +300,12 @@ fn a_restart_loads_the_same_bytes_and_calls_fail_at_once_while_it_cannot() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(message.contains("its restart failed"), "{message}");
-    assert!(message.contains(&format!("but `provider.sha256` says {digest}")), "{message}");
+    assert!(
+        message.contains(&format!(
+            "libpolicy.so changed since this provider's process first loaded it (SHA-256 {digest}, now "
+        )),
+        "{message}"
+    );
 
     // The original bytes come back: the next restart serves again.
     std::fs::remove_file(&path).unwrap();
@@ -365,6 +395,7 @@ fn guardhost_run_answers_every_line_through_every_fault_and_keeps_going() {
         "garbage",
         "task",
         "hang",
+        "print",
         "ls",
     ];
     let lines: Vec<Value> =
@@ -387,7 +418,9 @@ fn guardhost_run_answers_every_line_through_every_fault_and_keeps_going() {
     {
         assert!(stderr.contains(said), "{said}: {stderr}");
     }
-    assert!(stderr.contains("11 lines: 6 allowed, 5 denied, 0 errors"), "{stderr}");
+    // What the provider printed went to stderr, not into the answers.
+    assert!(stderr.contains("debug: evaluating a call"), "{stderr}");
+    assert!(stderr.contains("12 lines: 7 allowed, 5 denied, 0 errors"), "{stderr}");
 }
 
 #[test]
@@ -475,6 +508,29 @@ fn a_constructor_that_hangs_fails_the_start_after_its_limit_instead_of_blocking(
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
 }
 
+/// Kills a `guardhost run` host once its provider process exists, and
+/// checks that the provider process ends too.
+#[cfg(target_os = "linux")]
+fn host_killed_provider_process_ends(mut host: std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let server = loop {
+        if let Some(pid) = support::children_of(host.id()).first() {
+            break *pid;
+        }
+        assert!(Instant::now() < deadline, "no provider process");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    host.kill().unwrap();
+    host.wait().unwrap();
+    while Path::new(&format!("/proc/{server}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap_or_default().contains(") Z ")
+    {
+        assert!(Instant::now() < deadline, "provider process {server} outlived its host");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn the_provider_process_ends_when_its_host_is_killed() {
@@ -490,23 +546,21 @@ fn the_provider_process_ends_when_its_host_is_killed() {
         .unwrap();
     use std::io::Write;
     writeln!(host.stdin.as_mut().unwrap(), r#"{{"name": "hang"}}"#).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let server = loop {
-        if let Some(pid) = support::children_of(host.id()).first() {
-            break *pid;
-        }
-        assert!(Instant::now() < deadline, "no provider process");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    std::thread::sleep(Duration::from_millis(200));
-    host.kill().unwrap();
-    host.wait().unwrap();
-    // Its input closed, the provider process exits, although a thread of it
-    // is stuck in the provider.
-    while Path::new(&format!("/proc/{server}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap_or_default().contains(") Z ")
-    {
-        assert!(Instant::now() < deadline, "provider process {server} outlived its host");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    host_killed_provider_process_ends(host);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_provider_process_ends_when_its_host_is_killed_during_construction() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = isolated_config(dir.path(), &use_of("guardhost_zoo", "HangsInConstructor"), "");
+    // No thread of the provider process reads its input: it is constructing.
+    let host = std::process::Command::new(GUARDHOST)
+        .args(["run", "--config", config.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    host_killed_provider_process_ends(host);
 }

@@ -1,5 +1,7 @@
 //! Property tests: any request crosses the ABI into a real provider library
-//! unchanged, on both paths, and any decision crosses back unchanged.
+//! unchanged, on both paths, and any decision crosses back unchanged; and so
+//! through a provider process (`isolation: process`), whose protocol carries
+//! them both ways.
 
 mod support;
 
@@ -18,6 +20,37 @@ fn capturing() -> &'static Arc<dyn GuardrailProvider> {
 fn echo_decision() -> &'static Arc<dyn GuardrailProvider> {
     static PROVIDER: OnceLock<Arc<dyn GuardrailProvider>> = OnceLock::new();
     PROVIDER.get_or_init(|| test_provider("EchoDecisionProvider"))
+}
+
+/// A scripted provider in a provider process of its own.
+fn isolated(symbol: &str) -> Arc<dyn GuardrailProvider> {
+    let mut spec =
+        guardhost::ProviderSpec::new(support::use_of("guardhost_test_providers", symbol), Map::new());
+    spec.isolation = guardhost::Isolation::Process;
+    guardhost::instantiate(&spec, std::path::Path::new("/")).unwrap().provider
+}
+
+fn capturing_isolated() -> &'static Arc<dyn GuardrailProvider> {
+    static PROVIDER: OnceLock<Arc<dyn GuardrailProvider>> = OnceLock::new();
+    PROVIDER.get_or_init(|| isolated("CapturingProvider"))
+}
+
+fn echo_decision_isolated() -> &'static Arc<dyn GuardrailProvider> {
+    static PROVIDER: OnceLock<Arc<dyn GuardrailProvider>> = OnceLock::new();
+    PROVIDER.get_or_init(|| isolated("EchoDecisionProvider"))
+}
+
+/// The request that makes `EchoDecisionProvider` answer `expected`.
+fn asking_for(expected: &GuardrailDecision) -> GuardrailRequest {
+    let spec = json!({
+        "allow": expected.allow,
+        "reasons": expected.reasons.iter().map(|r| json!([r.code, r.message])).collect::<Vec<_>>(),
+        "policy_id": expected.policy_id,
+        "metadata": expected.metadata,
+    });
+    let mut request = GuardrailRequest::from_tool_call(&Default::default(), None).unwrap();
+    request.tool_input = spec.as_object().unwrap().clone();
+    request
 }
 
 /// Any text: every Unicode scalar, NUL and control characters included.
@@ -134,15 +167,19 @@ proptest! {
 
     #[test]
     fn any_decision_comes_back_unchanged(expected in decision()) {
-        let spec = json!({
-            "allow": expected.allow,
-            "reasons": expected.reasons.iter().map(|r| json!([r.code, r.message])).collect::<Vec<_>>(),
-            "policy_id": expected.policy_id,
-            "metadata": expected.metadata,
-        });
-        let mut request = GuardrailRequest::from_tool_call(&Default::default(), None).unwrap();
-        request.tool_input = spec.as_object().unwrap().clone();
-        let decision = echo_decision().evaluate(&request).unwrap();
+        let decision = echo_decision().evaluate(&asking_for(&expected)).unwrap();
+        prop_assert_eq!(decision, expected);
+    }
+
+    #[test]
+    fn any_request_reaches_an_isolated_provider_unchanged(request in request()) {
+        let decision = capturing_isolated().evaluate(&request).unwrap();
+        prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "sync"));
+    }
+
+    #[test]
+    fn any_decision_comes_back_from_an_isolated_provider_unchanged(expected in decision()) {
+        let decision = echo_decision_isolated().evaluate(&asking_for(&expected)).unwrap();
         prop_assert_eq!(decision, expected);
     }
 }

@@ -92,8 +92,11 @@ impl std::fmt::Debug for ProcessProvider {
 struct Shared {
     name: String,
     program: PathBuf,
-    /// What the server is asked to build (the library's digest pinned).
+    /// What the server is asked to build.
     spec: ProviderSpec,
+    /// The digest of the library bytes the first process loaded: restarts
+    /// load exactly these.
+    pinned_sha256: Option<String>,
     base_dir: PathBuf,
     limit: Duration,
     next_id: AtomicU64,
@@ -115,7 +118,12 @@ enum State {
 }
 
 enum Event {
-    Died { answered: bool, reason: String },
+    /// The process `pid` ended; `answered`: it had answered calls.
+    Died {
+        pid: u32,
+        answered: bool,
+        reason: String,
+    },
     Shutdown,
 }
 
@@ -167,6 +175,7 @@ impl ProcessProvider {
             name: String::new(),
             program,
             spec: child_spec,
+            pinned_sha256: None,
             base_dir: base_dir.to_path_buf(),
             limit,
             next_id: AtomicU64::new(0),
@@ -180,7 +189,7 @@ impl ProcessProvider {
             Launch::Other(message) => BuildError::Isolation { message },
         })?;
         // Restarts load exactly these bytes.
-        shared.spec.sha256 = info.sha256.clone().or(shared.spec.sha256);
+        shared.pinned_sha256 = info.sha256.clone();
         shared.name = info.name.clone();
         shared.lifecycle.get_mut().unwrap_or_else(|e| e.into_inner()).state = State::Running(connection);
         let shared = Arc::new(shared);
@@ -281,6 +290,15 @@ impl ProcessProvider {
         asynchronous: bool,
     ) -> Option<Result<Reply, ProviderFailure>> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame =
+            protocol::encode(&ToServer::Evaluate { id, asynchronous, request: Cow::Borrowed(request) });
+        if frame.len() - protocol::HEADER > protocol::MAX_FRAME as usize {
+            return Some(Err(self.call_failed(format_args!(
+                "the request is {} bytes as JSON, more than the {} a call to a provider process may carry",
+                frame.len() - protocol::HEADER,
+                protocol::MAX_FRAME
+            ))));
+        }
         let reply = Reply::default();
         {
             let mut pending = connection.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -289,8 +307,6 @@ impl ProcessProvider {
             }
             pending.calls.insert(id, reply.clone());
         }
-        let frame =
-            protocol::encode(&ToServer::Evaluate { id, asynchronous, request: Cow::Borrowed(request) });
         if let Err(error) = connection.frames.send(frame) {
             connection.forget(id);
             return Some(Err(self.call_failed(format_args!("cannot send it the call: {error}"))));
@@ -384,6 +400,7 @@ impl Shared {
             protocol: PROTOCOL_VERSION,
             spec: self.spec.clone(),
             base_dir: self.base_dir.clone(),
+            pinned_sha256: self.pinned_sha256.clone(),
         });
         let (ready, handshake) = mpsc::channel();
         let spawned = {
@@ -459,8 +476,8 @@ fn read_answers(
         Err(_) => String::new(),
     };
     let started = handshake.is_ok();
-    let _ = ready.send(handshake);
-    if !started {
+    // The starter may have given up waiting: then this process is not used.
+    if ready.send(handshake).is_err() || !started {
         connection.kill("failed to start".into());
         connection.reap();
         return;
@@ -499,7 +516,8 @@ fn read_answers(
         calls_in_flight = in_flight.len(),
         "provider process {reason}"
     );
-    let _ = events.send(Event::Died { answered: connection.answered.load(Ordering::Relaxed), reason });
+    let answered = connection.answered.load(Ordering::Relaxed);
+    let _ = events.send(Event::Died { pid: connection.pid, answered, reason });
 }
 
 impl Connection {
@@ -588,7 +606,16 @@ fn describe_exit(status: ExitStatus) -> String {
 /// dropped.
 fn supervise(shared: Weak<Shared>, events: mpsc::Receiver<Event>, sender: mpsc::Sender<Event>) {
     let mut failures: u32 = 0;
-    while let Ok(Event::Died { answered, reason }) = events.recv() {
+    while let Ok(Event::Died { pid, answered, reason }) = events.recv() {
+        // Only the running process's end calls for a restart (a process
+        // whose start was given up on may report its end late).
+        let current = shared.upgrade().is_some_and(|shared| {
+            matches!(&shared.lifecycle.lock().unwrap_or_else(|e| e.into_inner()).state,
+                State::Running(connection) if connection.pid == pid)
+        });
+        if !current {
+            continue;
+        }
         if answered {
             failures = 0;
         }
@@ -609,10 +636,15 @@ fn supervise(shared: Weak<Shared>, events: mpsc::Receiver<Event>, sender: mpsc::
                     return;
                 }
             }
-            // A shutdown during the wait ends the supervisor.
-            match events.recv_timeout(delay) {
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Ok(_) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            // A shutdown during the wait ends the supervisor; a late report
+            // of an earlier process's end changes nothing.
+            let until = Instant::now() + delay;
+            loop {
+                match events.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => break,
+                    Ok(Event::Died { .. }) => continue,
+                    Ok(Event::Shutdown) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
             }
             let Some(shared) = shared.upgrade() else { return };
             if !shared.set_state(State::Starting) {

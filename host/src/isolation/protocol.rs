@@ -31,6 +31,9 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The bytes every frame starts with.
 const MAGIC: [u8; 2] = *b"GH";
 
+/// The length of a frame's header: the magic and the body's length.
+pub const HEADER: usize = 6;
+
 /// The largest body accepted (64 MiB).
 pub const MAX_FRAME: u32 = 64 << 20;
 
@@ -49,6 +52,9 @@ pub enum ToServer<'a> {
         spec: ProviderSpec,
         /// Where relative library paths resolve from.
         base_dir: PathBuf,
+        /// On a restart: the SHA-256 of the library bytes loaded at the
+        /// first start; a library that changed since is refused.
+        pinned_sha256: Option<String>,
     },
     /// Decide one call.
     Evaluate {

@@ -3,17 +3,21 @@
 //! evaluations on stdin/stdout until stdin closes.
 
 use std::io::{self, BufRead, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use super::protocol::{self, FrameError, FrameWriter, FromServer, Outcome, ToServer, PROTOCOL_VERSION};
 use crate::config::Isolation;
-use crate::instantiate::instantiate_with;
+use crate::instantiate::{instantiate_with, BuildError};
+use crate::loader::{LoadError, LoadErrorKind};
 use crate::provider::{evaluate_here, GuardrailProvider};
 
-/// Threads that read and evaluate calls. A call that hangs holds one until
-/// the host gives up on it and kills this process.
-pub const SERVER_WORKERS: usize = 8;
+/// The most threads that read and evaluate calls: as many calls as this are
+/// evaluated at once, and more wait their turn (their wait counts against
+/// the host's limit). A call that hangs holds one until the host gives up
+/// on it and kills this process.
+pub const MAX_SERVER_THREADS: usize = 256;
 
 /// Why the server stopped before its input ended.
 #[derive(Debug, thiserror::Error)]
@@ -40,8 +44,10 @@ pub fn serve(
         &mut output,
         &FromServer::Hello { protocol: PROTOCOL_VERSION, version: env!("CARGO_PKG_VERSION").into() },
     )?;
-    let (mut spec, base_dir) = match protocol::read_message::<ToServer<'static>>(&mut input) {
-        Ok(ToServer::Init { protocol, spec, base_dir }) if protocol == PROTOCOL_VERSION => (spec, base_dir),
+    let (mut spec, base_dir, pinned) = match protocol::read_message::<ToServer<'static>>(&mut input) {
+        Ok(ToServer::Init { protocol, spec, base_dir, pinned_sha256 }) if protocol == PROTOCOL_VERSION => {
+            (spec, base_dir, pinned_sha256)
+        }
         Ok(ToServer::Init { protocol, .. }) => {
             let error = format!(
                 "the host speaks provider protocol {protocol}, this server {PROTOCOL_VERSION}: \
@@ -57,10 +63,26 @@ pub fn serve(
     // Here the provider runs in process; the host keeps time.
     spec.isolation = Isolation::InProcess;
     spec.timeout_ms = None;
+    let pinned_here = spec.sha256.is_none() && pinned.is_some();
+    if pinned_here {
+        spec.sha256 = pinned;
+    }
     let loaded = match instantiate_with(&spec, &base_dir, true) {
         Ok(loaded) => loaded,
         Err(error) => {
-            let error = error.to_string();
+            let error = match error {
+                BuildError::Load(LoadError {
+                    path,
+                    kind: LoadErrorKind::DigestMismatch { expected, found },
+                    ..
+                }) if pinned_here => format!(
+                    "{} changed since this provider's process first loaded it (SHA-256 {expected}, now \
+                     {found}), so it is not loaded again; put the original back, or reload the config to \
+                     build a provider from the new file",
+                    path.display()
+                ),
+                error => error.to_string(),
+            };
             protocol::write_message(&mut output, &FromServer::Failed { error: error.clone() })?;
             return Err(ServeError::Build(error));
         }
@@ -69,32 +91,56 @@ pub fn serve(
     tracing::debug!(provider = %loaded.provider.name(), "provider server ready");
 
     let answers = FrameWriter::new(io::BufWriter::with_capacity(64 << 10, output));
-    let shared = Arc::new(Workers { input: Mutex::new(input), answers, provider: loaded.provider });
     let (done, outcome) = mpsc::channel();
-    for i in 0..SERVER_WORKERS {
-        let (shared, done) = (shared.clone(), done.clone());
-        std::thread::Builder::new().name(format!("guardhost-server-{i}")).spawn(move || {
-            let _ = done.send(shared.work());
-        })?;
-    }
+    let workers = Arc::new(Workers {
+        input: Mutex::new(input),
+        answers,
+        provider: loaded.provider,
+        reading: AtomicUsize::new(0),
+        threads: AtomicUsize::new(0),
+        done,
+    });
+    workers.spawn()?;
+    workers.spawn()?;
     // The first worker to stop (its input ended or broke) ends the server,
     // even while others are stuck in the provider.
-    drop(done);
     outcome.recv().unwrap_or(Ok(()))
 }
 
 /// What the evaluation threads share. Each takes a turn at reading the
 /// next call, then evaluates it while another thread reads: a call goes
-/// from the pipe to the provider without a hand-over between threads.
+/// from the pipe to the provider without a hand-over between threads. When
+/// the last thread free to read starts evaluating, it starts another, so
+/// calls are evaluated as concurrently as they arrive, up to
+/// [`MAX_SERVER_THREADS`].
 struct Workers<R, W: Write> {
     input: Mutex<R>,
     answers: FrameWriter<W>,
     provider: Arc<dyn GuardrailProvider>,
+    /// Threads reading or waiting to read (not evaluating).
+    reading: AtomicUsize,
+    threads: AtomicUsize,
+    done: mpsc::Sender<Result<(), ServeError>>,
 }
 
-impl<R: BufRead, W: Write> Workers<R, W> {
+impl<R: BufRead + Send + 'static, W: Write + Send + 'static> Workers<R, W> {
+    /// Starts one more worker thread.
+    fn spawn(self: &Arc<Self>) -> io::Result<()> {
+        let n = self.threads.fetch_add(1, Ordering::SeqCst);
+        self.reading.fetch_add(1, Ordering::SeqCst);
+        let workers = self.clone();
+        let spawned = std::thread::Builder::new().name(format!("guardhost-server-{n}")).spawn(move || {
+            let _ = workers.done.send(workers.work());
+        });
+        if spawned.is_err() {
+            self.threads.fetch_sub(1, Ordering::SeqCst);
+            self.reading.fetch_sub(1, Ordering::SeqCst);
+        }
+        spawned.map(drop)
+    }
+
     /// Reads and answers calls until the input ends (`Ok`) or breaks.
-    fn work(&self) -> Result<(), ServeError> {
+    fn work(self: &Arc<Self>) -> Result<(), ServeError> {
         loop {
             let message = protocol::read_message::<ToServer<'static>>(
                 &mut *self.input.lock().unwrap_or_else(|e| e.into_inner()),
@@ -105,10 +151,19 @@ impl<R: BufRead, W: Write> Workers<R, W> {
                 Err(FrameError::Closed) => return Ok(()),
                 Err(error) => return Err(ServeError::Protocol(error.to_string())),
             };
+            // This thread evaluates now; someone must go on reading.
+            if self.reading.fetch_sub(1, Ordering::SeqCst) == 1
+                && self.threads.load(Ordering::SeqCst) < MAX_SERVER_THREADS
+            {
+                if let Err(error) = self.spawn() {
+                    tracing::warn!("cannot start another evaluation thread: {error}");
+                }
+            }
             let evaluation = evaluate_here(&*self.provider, &request, asynchronous);
             let frame = protocol::encode(&FromServer::Answer { id, outcome: Outcome::from(evaluation) });
             // A broken output means the host is gone; its input ends too.
             self.answers.send(frame)?;
+            self.reading.fetch_add(1, Ordering::SeqCst);
         }
     }
 }
