@@ -184,19 +184,24 @@ pub fn instantiate_with(
         allow_insecure_permissions: spec.allow_insecure_permissions,
         content_addressed,
     };
+    let limit = call_limit(spec)?;
     let mut loaded = locate_checked(&spec.use_, base_dir, &checks)?.construct(&spec.config)?;
-    if let Some(ms) = spec.timeout_ms {
-        if ms == 0 {
-            return Err(BuildError::Timeout { message: "`provider.timeout_ms` must be at least 1".into() });
-        }
-        let limit = std::time::Duration::from_millis(ms);
+    if let Some(limit) = limit {
         let provider = crate::timeout::TimeoutProvider::new(loaded.provider, limit).map_err(|e| {
             BuildError::Timeout { message: format!("cannot start the evaluation threads: {e}") }
         })?;
         loaded.provider = Arc::new(provider);
-        loaded.info.timeout_ms = Some(ms);
+        loaded.info.timeout_ms = spec.timeout_ms;
     }
     Ok(loaded)
+}
+
+/// `provider.timeout_ms` as a duration; 0 is refused.
+pub(crate) fn call_limit(spec: &ProviderSpec) -> Result<Option<std::time::Duration>, BuildError> {
+    match spec.timeout_ms {
+        Some(0) => Err(BuildError::Timeout { message: "`provider.timeout_ms` must be at least 1".into() }),
+        ms => Ok(ms.map(std::time::Duration::from_millis)),
+    }
 }
 
 /// Resolves `use:` and loads and checks the library (or finds the

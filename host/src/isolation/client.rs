@@ -158,15 +158,7 @@ impl ProcessProvider {
         base_dir: &Path,
         program: PathBuf,
     ) -> Result<(Self, ProviderInfo), BuildError> {
-        let limit = match spec.timeout_ms {
-            Some(0) => {
-                return Err(BuildError::Timeout {
-                    message: "`provider.timeout_ms` must be at least 1".into(),
-                })
-            }
-            Some(ms) => Duration::from_millis(ms),
-            None => DEFAULT_TIMEOUT,
-        };
+        let limit = crate::instantiate::call_limit(spec)?.unwrap_or(DEFAULT_TIMEOUT);
         let mut child_spec = spec.clone();
         child_spec.isolation = Isolation::InProcess;
         child_spec.timeout_ms = None;
