@@ -103,14 +103,7 @@ fn a_request_too_large_for_a_frame_fails_alone() {
 async fn faults_on_the_async_path_fail_closed_through_the_middleware_too() {
     let provider: Arc<dyn GuardrailProvider> = Arc::new(faulty(1_500));
     let middleware = GuardrailMiddleware::new(provider);
-    let handler = guardhost::async_handler(|call: ToolCallRequest| async move {
-        Ok(guardhost::ToolMessage {
-            content: "ran".into(),
-            tool_call_id: call.tool_call.id.clone().unwrap_or_default(),
-            name: call.tool_call.name.clone(),
-            status: ToolStatus::Success,
-        })
-    });
+    let handler = support::ran_handler();
     for tool in ["abort", "segfault", "exit", "garbage", "hang"] {
         let call = ToolCallRequest::new(tool, Map::new()).with_id("c");
         let message = middleware.awrap_tool_call(call, handler.clone()).await.unwrap();

@@ -16,10 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use guardhost::{
-    async_handler, instantiate, GuardrailMiddleware, Isolation, ProviderSpec, ToolCallRequest, ToolMessage,
-    ToolStatus,
-};
+use guardhost::{instantiate, GuardrailMiddleware, Isolation, ProviderSpec, ToolCallRequest};
 use serde_json::{json, Map, Value};
 use support::{children_of, peak_rss_kib, use_of, write};
 
@@ -140,14 +137,7 @@ fn async_tasks(isolation: Isolation) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let started = Instant::now();
     let answered: usize = runtime.block_on(async {
-        let handler = async_handler(|call: ToolCallRequest| async move {
-            Ok(ToolMessage {
-                content: "ran".into(),
-                tool_call_id: call.tool_call.id.clone().unwrap_or_default(),
-                name: call.tool_call.name.clone(),
-                status: ToolStatus::Success,
-            })
-        });
+        let handler = support::ran_handler();
         let handles: Vec<_> = (0..tasks)
             .map(|t| {
                 let (middleware, handler) = (middleware.clone(), handler.clone());

@@ -101,7 +101,7 @@ struct Shared {
     limit: Duration,
     next_id: AtomicU64,
     lifecycle: Mutex<Lifecycle>,
-    supervisor: Mutex<mpsc::Sender<Event>>,
+    supervisor: mpsc::Sender<Event>,
 }
 
 struct Lifecycle {
@@ -172,7 +172,7 @@ impl ProcessProvider {
             limit,
             next_id: AtomicU64::new(0),
             lifecycle: Mutex::new(Lifecycle { state: State::Starting, waiting: Vec::new() }),
-            supervisor: Mutex::new(events.clone()),
+            supervisor: events.clone(),
         };
         let (connection, mut info) = shared.launch(&events).map_err(|error| match error {
             Launch::Build(message) => {
@@ -346,7 +346,7 @@ impl Drop for ProcessProvider {
             let mut lifecycle = self.shared.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::replace(&mut lifecycle.state, State::Closed)
         };
-        let _ = self.shared.supervisor.lock().unwrap_or_else(|e| e.into_inner()).send(Event::Shutdown);
+        let _ = self.shared.supervisor.send(Event::Shutdown);
         if let State::Running(connection) = previous {
             connection.close();
         }

@@ -40,6 +40,18 @@ pub fn middleware(symbol: &str) -> GuardrailMiddleware {
     GuardrailMiddleware::new(test_provider(symbol))
 }
 
+/// An async handler that "runs" the tool: a success message for the call.
+pub fn ran_handler() -> guardhost::AsyncHandler {
+    guardhost::async_handler(|call: guardhost::ToolCallRequest| async move {
+        Ok(guardhost::ToolMessage {
+            content: "ran".into(),
+            tool_call_id: call.tool_call.id.clone().unwrap_or_default(),
+            name: call.tool_call.name.clone(),
+            status: guardhost::ToolStatus::Success,
+        })
+    })
+}
+
 /// A JSON object from a `json!` value.
 pub fn object(value: Value) -> Map<String, Value> {
     match value {
