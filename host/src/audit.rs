@@ -49,7 +49,8 @@ pub struct AuditChanges {
     pub provider_error: bool,
 }
 
-/// One audit event.
+/// One audit event: DeerFlow's five fields (`tag`, `name`, `hook`,
+/// `action`, `changes`), and what identifies the call among all others.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEvent {
     /// Always `guardrail`.
@@ -60,8 +61,58 @@ pub struct AuditEvent {
     pub hook: String,
     /// What happened.
     pub action: AuditAction,
-    /// The details.
+    /// The details, exactly DeerFlow's.
     pub changes: AuditChanges,
+    /// When the call was decided: the request's timestamp (UTC, RFC 3339).
+    #[serde(default)]
+    pub time: String,
+    /// This decision's id, unique across processes (see [`decision_id`]).
+    #[serde(default)]
+    pub decision_id: String,
+    /// The agent run, from the runtime context.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// The conversation thread, from the runtime context.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// The tool call's id.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    /// The provider that decided.
+    #[serde(default)]
+    pub provider: AuditProvider,
+}
+
+/// Which provider decided: its name and the SHA-256 of its library.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditProvider {
+    /// The provider's name.
+    pub name: String,
+    /// The library's SHA-256 (lower-case hex); `None` for a built-in
+    /// provider or one wrapped directly in Rust.
+    pub sha256: Option<String>,
+}
+
+/// A new decision id: 16 hex digits fixed for this process (from the
+/// standard library's per-process random hash keys, the process id and
+/// the start time), a dash, and a 12-digit counter. Two events never share
+/// one within a process, and two processes share a prefix with negligible
+/// chance.
+pub fn decision_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        hasher.write_u128(since_epoch.map(|d| d.as_nanos()).unwrap_or_default());
+        hasher.finish()
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix:016x}-{n:012x}")
 }
 
 /// Where audit events go. A failing sink never changes a decision: the
@@ -118,5 +169,20 @@ impl AuditSink for MemoryAuditSink {
     fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).push(event.clone());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decision_id;
+
+    #[test]
+    fn decision_ids_are_distinct_and_share_the_process_prefix() {
+        let ids: Vec<String> = (0..1000).map(|_| decision_id()).collect();
+        let unique: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len());
+        let prefix = &ids[0][..16];
+        assert!(ids.iter().all(|id| id.len() == 29 && id.starts_with(prefix) && id.as_bytes()[16] == b'-'));
+        assert!(ids[0].chars().all(|c| c.is_ascii_hexdigit() || c == '-'), "{}", ids[0]);
     }
 }

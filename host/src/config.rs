@@ -186,12 +186,14 @@ pub enum ConfigError {
         /// The JSON type found.
         found: &'static str,
     },
-    /// `provider.config` names an environment variable that is not set.
-    #[error("{origin}: `guardrails.provider.config.{key}` is `${var}`, but the environment variable {var} is not set; export it before starting guardhost")]
+    /// A `$NAME` string in the section names an environment variable that
+    /// is not set. The message keeps DeerFlow's wording.
+    #[error("{origin}: `{key}`: Environment variable {var} not found for config value `${var}`; export {var} before starting guardhost")]
     MissingEnvVar {
         /// The file.
         origin: String,
-        /// The config key (dotted path) that refers to it.
+        /// The config key (dotted path from the section, e.g.
+        /// `guardrails.provider.config.api_key`) that refers to it.
         key: String,
         /// The variable.
         var: String,
@@ -240,14 +242,21 @@ impl LoadedConfig {
             },
             other => return Err(ConfigError::NotAMapping { origin: name, found: json_type(&other) }),
         };
+        // DeerFlow resolves `$NAME` in every string of the application config
+        // before its schema reads the section, so `enabled: $FLAG` and
+        // `passport: $PASSPORT` work as well as secrets in `provider.config`.
+        let mut section = section;
+        resolve_env(&mut section, "guardrails", &lookup)
+            .map_err(|(key, var)| ConfigError::MissingEnvVar { origin: name.clone(), key, var })?;
+        lax_booleans(&mut section, &name);
         let mut guardrails: GuardrailsConfig = serde_path_to_error::deserialize(section).map_err(|e| {
             let path = e.path().to_string();
             let message =
                 if path == "." { e.inner().to_string() } else { format!("`{path}`: {}", e.inner()) };
             ConfigError::Section { origin: name.clone(), message }
         })?;
-        if let Some(provider) = guardrails.provider.as_mut() {
-            resolve_env_vars(&mut provider.config, &name, &lookup)?;
+        if let Some(passport) = guardrails.passport.as_mut() {
+            *passport = passport_from(passport, &base_dir);
         }
         Ok(LoadedConfig { guardrails, base_dir, origin, section_found })
     }
@@ -281,7 +290,8 @@ pub fn provider_config_from_path(path: &Path) -> Result<Map<String, Value>, Conf
     provider_config_from_yaml(&text, &path.display().to_string())
 }
 
-/// Resolves `$ENV_VAR` strings anywhere in a provider config.
+/// Resolves `$ENV_VAR` strings anywhere in a provider config given on its
+/// own.
 fn resolve_env_vars(
     config: &mut Map<String, Value>,
     origin: &str,
@@ -295,6 +305,78 @@ fn resolve_env_vars(
         })?;
     }
     Ok(())
+}
+
+/// The section's boolean keys.
+const BOOLEAN_KEYS: [(&str, Option<&str>); 3] =
+    [("enabled", None), ("fail_closed", None), ("allow_insecure_permissions", Some("provider"))];
+
+/// Reads the boolean spellings DeerFlow accepts (PyYAML's `yes`/`on`,
+/// pydantic's `"true"`, `1`, `0` ...) as booleans, with a warning that
+/// names the key (never the value, which may come from the environment).
+fn lax_booleans(section: &mut Value, origin: &str) {
+    for (key, parent) in BOOLEAN_KEYS {
+        let holder = match parent {
+            None => Some(&mut *section),
+            Some(parent) => section.get_mut(parent),
+        };
+        let Some(value) = holder.and_then(|h| h.get_mut(key)) else { continue };
+        if value.is_boolean() {
+            continue;
+        }
+        if let Some(b) = pydantic_bool(value) {
+            let dotted = parent.map_or(format!("guardrails.{key}"), |p| format!("guardrails.{p}.{key}"));
+            tracing::warn!(
+                "{origin}: `{dotted}` is {}, read as {b} the way DeerFlow reads it; write `{b}`",
+                json_type(value)
+            );
+            *value = Value::Bool(b);
+        }
+    }
+}
+
+/// pydantic's lax boolean: the strings `true/false, yes/no, on/off, t/f,
+/// y/n, 1/0` (any case, PyYAML's YAML 1.1 booleans among them), and the
+/// numbers 0 and 1. `None` for anything else, which is then refused.
+fn pydantic_bool(value: &Value) -> Option<bool> {
+    match value {
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "t" | "y" | "1" => Some(true),
+            "false" | "no" | "off" | "f" | "n" | "0" => Some(false),
+            _ => None,
+        },
+        Value::Number(n) => match n.as_f64() {
+            Some(1.0) => Some(true),
+            Some(0.0) => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `guardrails.passport` as the provider sees it: a relative path (it has
+/// a directory separator or ends in `.json`) is joined to the config
+/// file's directory, like every relative path in the file; anything else
+/// (a hosted agent id) is kept as written.
+fn passport_from(passport: &str, base_dir: &Path) -> String {
+    let path = Path::new(passport);
+    let looks_like_a_path = passport.contains(['/', '\\']) || passport.ends_with(".json");
+    if !looks_like_a_path || path.is_absolute() || passport.starts_with('~') {
+        return passport.to_owned();
+    }
+    join_relative(base_dir, path).to_string_lossy().into_owned()
+}
+
+/// `path` joined to `base_dir` when it is relative (without the `./`
+/// steps, so a message names `/cfg/passport.json`, not `/cfg/./passport.json`);
+/// an absolute path as it is.
+pub(crate) fn join_relative(base_dir: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    let mut joined = base_dir.to_path_buf();
+    joined.extend(path.components().filter(|c| !matches!(c, std::path::Component::CurDir)));
+    joined
 }
 
 fn env_lookup(name: &str) -> Option<String> {

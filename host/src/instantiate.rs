@@ -72,13 +72,17 @@ pub struct ProviderInfo {
     /// Decision-metadata keys the provider declares volatile (may differ
     /// between evaluations of the same request).
     pub volatile_metadata_keys: Vec<String>,
+    /// Config keys the provider declares to be paths (ABI 1.2): their
+    /// relative values were joined to the config file's directory.
+    #[serde(default)]
+    pub path_keys: Vec<String>,
     /// The per-call limit in milliseconds, when there is one
     /// (`provider.timeout_ms`, or its default with `isolation: process`).
     pub timeout_ms: Option<u64>,
     /// Where the provider runs.
     pub isolation: Isolation,
-    /// The SHA-256 of the library bytes loaded, when they were read to be
-    /// checked or copied (`provider.sha256`, hot reload, `isolation: process`).
+    /// The SHA-256 of the library bytes loaded (lower-case hex; `None` for
+    /// a built-in provider).
     pub sha256: Option<String>,
 }
 
@@ -185,7 +189,9 @@ pub fn instantiate_with(
         content_addressed,
     };
     let limit = call_limit(spec)?;
-    let mut loaded = locate_checked(&spec.use_, base_dir, &checks)?.construct(&spec.config)?;
+    let descriptor = locate_checked(&spec.use_, base_dir, &checks)?;
+    let config = descriptor.resolve_paths(&spec.config, base_dir);
+    let mut loaded = descriptor.construct(&config)?;
     if let Some(limit) = limit {
         let provider = crate::timeout::TimeoutProvider::new(loaded.provider, limit).map_err(|e| {
             BuildError::Timeout { message: format!("cannot start the evaluation threads: {e}") }
@@ -250,8 +256,8 @@ pub struct Descriptor {
     descriptor: &'static ProviderDescriptor,
     /// Where it came from.
     pub source: ProviderSource,
-    /// The SHA-256 of the library bytes loaded, when they were read to be
-    /// checked or copied.
+    /// The SHA-256 of the library bytes loaded (lower-case hex; `None` for
+    /// a built-in provider).
     pub sha256: Option<String>,
 }
 
@@ -294,6 +300,31 @@ impl Descriptor {
     /// none for a 1.0 library).
     pub fn volatile_metadata_keys(&self) -> Vec<String> {
         (self.factory().volatile_metadata_keys())().into_iter().map(RString::into_string).collect()
+    }
+
+    /// The config keys the provider declares to be paths (ABI 1.2; none
+    /// for an older library).
+    pub fn path_keys(&self) -> Vec<String> {
+        (self.factory().path_keys())().into_iter().map(RString::into_string).collect()
+    }
+
+    /// `config` with the relative string values of [`Descriptor::path_keys`]
+    /// joined to `base_dir` (the config file's directory), so every relative
+    /// path in a config file has that one base. Absolute paths and `~/...`
+    /// are left alone.
+    pub fn resolve_paths(&self, config: &Map<String, Value>, base_dir: &Path) -> Map<String, Value> {
+        let path_keys = self.path_keys();
+        let mut config = config.clone();
+        for key in &path_keys {
+            if let Some(Value::String(path)) = config.get_mut(key) {
+                if !path.is_empty() && !path.starts_with('~') && Path::new(path.as_str()).is_relative() {
+                    let joined = crate::config::join_relative(base_dir, Path::new(path.as_str()));
+                    tracing::debug!(key = %key, "relative path joined to {}", base_dir.display());
+                    *path = joined.to_string_lossy().into_owned();
+                }
+            }
+        }
+        config
     }
 
     /// Calls the library's constructor with `config` exactly as given: no key
@@ -348,6 +379,7 @@ impl Descriptor {
             accepts_extra_keys,
             framework_injected,
             volatile_metadata_keys: self.volatile_metadata_keys(),
+            path_keys: self.path_keys(),
             timeout_ms: None,
             isolation: Isolation::InProcess,
             sha256: self.sha256.clone(),

@@ -8,23 +8,23 @@
 //! assert!(error.content.starts_with("guardhost: line 2: invalid JSON"));
 //! ```
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::request::{ToolCall, ToolCallRequest, ToolMessage, ToolStatus};
 
-/// One input line. Keys other than these are ignored (runtimes add their own,
-/// such as `"type": "tool_call"`).
-#[derive(Debug, Deserialize)]
-struct Line {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    args: Option<Map<String, Value>>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    context: Option<Map<String, Value>>,
+/// A tool call's `name` or `id` as DeerFlow reads it with `str(...)`: a
+/// string as it is, `null` as `None`, a number or boolean as Python
+/// prints it. A list or mapping is refused (`Err` names its type).
+fn python_str(value: &Value) -> Result<String, &'static str> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Null => Ok("None".to_owned()),
+        Value::Bool(true) => Ok("True".to_owned()),
+        Value::Bool(false) => Ok("False".to_owned()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Array(_) => Err("a list"),
+        Value::Object(_) => Err("a mapping"),
+    }
 }
 
 /// The answer to a line that is not a usable tool call; the call's id and
@@ -51,15 +51,98 @@ pub fn parse_line(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMess
     }
     let value: Value = serde_json::from_str(text)
         .map_err(|e| line_error(number, &format!("invalid JSON ({e}); {EXPECTED}"), None, None))?;
-    if !value.is_object() {
+    let Value::Object(mut object) = value else {
         return Err(line_error(number, &format!("not a JSON object; {EXPECTED}"), None, None));
+    };
+    let invalid = |object: &Map<String, Value>, problem: String| {
+        let field = |key: &str| object.get(key).and_then(|v| python_str(v).ok());
+        let (id, name) = (field("id"), field("name"));
+        line_error(
+            number,
+            &format!("invalid tool call: {problem}; {EXPECTED}"),
+            id.as_deref(),
+            name.as_deref(),
+        )
+    };
+    let args = match object.remove("args") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(args)) => args,
+        Some(other) => {
+            let problem = format!("`args` must be a mapping, found {}", crate::config::json_type(&other));
+            return Err(invalid(&object, problem));
+        }
+    };
+    let name = match object.get("name").map(python_str).transpose() {
+        Ok(name) => name,
+        Err(found) => return Err(invalid(&object, format!("`name` must be a string, found {found}"))),
+    };
+    let id = match object.get("id") {
+        None | Some(Value::Null) => None,
+        Some(id) => match python_str(id) {
+            Ok(id) => Some(id),
+            Err(found) => return Err(invalid(&object, format!("`id` must be a string, found {found}"))),
+        },
+    };
+    let null_id = object.get("id") == Some(&Value::Null);
+    let context = match object.remove("context") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(context)) => Some(context),
+        // DeerFlow reads a runtime context that is not a dict as empty.
+        Some(other) => {
+            tracing::warn!(
+                line = number,
+                "the context is {}, not a mapping: read as empty, as DeerFlow does",
+                crate::config::json_type(&other)
+            );
+            Some(Map::new())
+        }
+    };
+    Ok(ToolCallRequest { tool_call: ToolCall { name, args, id, null_id }, context })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::middleware::denied_message;
+    use crate::request::GuardrailDecision;
+
+    fn denied(line: &str) -> ToolMessage {
+        let call = parse_line(1, line.as_bytes()).unwrap();
+        denied_message(&call.tool_call, &GuardrailDecision::with_reason(false, "c", "m"))
     }
-    let line = Line::deserialize(&value).map_err(|e| {
-        let field = |key: &str| value.get(key).and_then(Value::as_str);
-        line_error(number, &format!("invalid tool call: {e}; {EXPECTED}"), field("id"), field("name"))
-    })?;
-    Ok(ToolCallRequest {
-        tool_call: ToolCall { name: line.name, args: line.args.unwrap_or_default(), id: line.id },
-        context: line.context,
-    })
+
+    #[test]
+    fn null_ids_and_names_read_as_deerflow_reads_them() {
+        let m = denied(r#"{"name": null, "id": null}"#);
+        assert_eq!((m.tool_call_id.as_str(), m.name.as_deref()), ("None", Some("None")));
+        let m = denied(r#"{}"#);
+        assert_eq!((m.tool_call_id.as_str(), m.name.as_deref()), ("missing_id", Some("unknown_tool")));
+        let m = denied(r#"{"name": 7, "id": 42}"#);
+        assert_eq!((m.tool_call_id.as_str(), m.name.as_deref()), ("42", Some("7")));
+        assert!(m.content.starts_with("Guardrail denied: tool '7' was blocked"), "{}", m.content);
+        // The request's tool_call_id stays null, as DeerFlow's does.
+        let call = parse_line(1, br#"{"name": "ls", "id": null}"#).unwrap();
+        assert_eq!(call.tool_call.id, None);
+        assert!(call.tool_call.null_id);
+    }
+
+    #[test]
+    fn a_list_or_mapping_name_is_refused_by_name() {
+        let error = parse_line(3, br#"{"name": ["a"], "id": "c1"}"#).unwrap_err();
+        assert!(error.content.contains("`name` must be a string, found a list"), "{}", error.content);
+        assert_eq!(error.tool_call_id, "c1");
+        let error = parse_line(3, br#"{"name": "ls", "id": {"a": 1}}"#).unwrap_err();
+        assert!(error.content.contains("`id` must be a string, found a mapping"), "{}", error.content);
+    }
+
+    #[test]
+    fn a_context_that_is_not_a_mapping_is_read_as_empty() {
+        for context in ["[1]", "\"text\"", "3", "true"] {
+            let line = format!(r#"{{"name": "ls", "context": {context}}}"#);
+            let call = parse_line(1, line.as_bytes()).unwrap();
+            assert_eq!(call.context, Some(Map::new()), "{context}");
+        }
+        let call = parse_line(1, br#"{"name": "ls", "context": null}"#).unwrap();
+        assert_eq!(call.context, None);
+    }
 }

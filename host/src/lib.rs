@@ -73,7 +73,8 @@ pub mod timeout;
 mod yaml;
 
 pub use audit::{
-    AuditAction, AuditChanges, AuditError, AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink,
+    AuditAction, AuditChanges, AuditError, AuditEvent, AuditProvider, AuditSink, JsonlAuditSink,
+    MemoryAuditSink,
 };
 pub use config::{
     provider_config_from_path, provider_config_from_yaml, ConfigError, ConfigOrigin, GuardrailsConfig,

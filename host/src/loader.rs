@@ -150,7 +150,7 @@ pub struct Loaded {
     /// Its descriptor, valid for the rest of the process.
     pub descriptor: &'static ProviderDescriptor,
     /// The SHA-256 of the bytes loaded (lower-case hex), when they were read
-    /// to be checked or copied (`sha256` or `content_addressed`).
+    /// (`None` only when the file could not be read again).
     pub sha256: Option<String>,
 }
 
@@ -211,9 +211,11 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
     } else {
         (Origin::Path(canonical.clone()), None)
     };
+    // The digest identifies the library in audit events and `check`; a
+    // library mapped from its path is read once more for it.
     let sha256 = match &origin {
         Origin::Digest(digest) => Some(digest.clone()),
-        Origin::Path(_) => None,
+        Origin::Path(path) => std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes)),
     };
     let key = (origin.clone(), symbol.to_owned());
     if let Some(descriptor) = validated().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
@@ -455,9 +457,10 @@ fn find_descriptor(
     // abi_stable accepts a factory with more fields than expected, not fewer:
     // check an older library against the shape of its own minor version.
     // (Each new minor adds its predecessor's shape to `compat` and an arm here.)
-    const _: () = assert!(ABI_MINOR == 1, "add the previous minor's factory shape to the match below");
+    const _: () = assert!(ABI_MINOR == 2, "add the previous minor's factory shape to the match below");
     let expected = match header.abi_minor {
         0 => compat::v1_0::FACTORY_LAYOUT,
+        1 => compat::v1_1::FACTORY_LAYOUT,
         _ => FACTORY_LAYOUT,
     };
     abi_stable::abi_stability::abi_checking::check_layout_compatibility(expected, descriptor.layout)

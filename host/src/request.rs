@@ -16,9 +16,15 @@ pub struct ToolCall {
     /// The arguments; `{}` when absent.
     #[serde(default)]
     pub args: Map<String, Value>,
-    /// The call's id.
+    /// The call's id; `None` when it was absent or `null`.
     #[serde(default)]
     pub id: Option<String>,
+    /// Whether the id was written as `null` rather than left out. The
+    /// request's `tool_call_id` is `None` either way, but a denial message
+    /// then names the call `None`, as DeerFlow's `str(None)` does, where a
+    /// call without an id is named `missing_id`.
+    #[serde(skip)]
+    pub null_id: bool,
 }
 
 /// A tool call with the runtime context of the run it belongs to (the twin
@@ -35,12 +41,16 @@ pub struct ToolCallRequest {
 impl ToolCallRequest {
     /// A call of `name` with `args` and no id or context.
     pub fn new(name: impl Into<String>, args: Map<String, Value>) -> Self {
-        ToolCallRequest { tool_call: ToolCall { name: Some(name.into()), args, id: None }, context: None }
+        ToolCallRequest {
+            tool_call: ToolCall { name: Some(name.into()), args, ..ToolCall::default() },
+            context: None,
+        }
     }
 
     /// Sets the call id.
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         self.tool_call.id = Some(id.into());
+        self.tool_call.null_id = false;
         self
     }
 
@@ -114,20 +124,41 @@ pub struct GuardrailRequest {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestError {
-    /// `authz_attributes` is neither null nor a mapping.
-    #[error("authz_attributes must be a mapping (a JSON object), got {found}")]
+    /// `authz_attributes` is neither null nor a mapping. The message starts
+    /// with DeerFlow's own wording.
+    #[error("authz_attributes must be a Mapping, got {python_type}: the runtime context's `authz_attributes` must be a JSON object or null, found {found}")]
     AuthzAttributesNotMapping {
         /// The JSON type found.
         found: &'static str,
+        /// What Python calls that type (`int`, `str`, `list` ...).
+        python_type: &'static str,
     },
-    /// An attribution field that must be a string is something else.
-    #[error("context field `{field}` must be a string or null, got {found}")]
-    NotAString {
-        /// The context key.
-        field: &'static str,
-        /// The JSON type found.
-        found: &'static str,
-    },
+}
+
+/// The Python type name of a JSON value, as DeerFlow's messages name it.
+fn python_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
+/// An attribution value as it crosses the ABI, where these fields are
+/// strings: a string as it is, `null` as absent, and any other value as
+/// its compact JSON text (`42`, `true`, `{"team":"a"}`). DeerFlow passes
+/// such values through to its providers unchanged; this keeps them rather
+/// than refusing the call.
+fn attribution(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
 }
 
 /// Python's `bool(value)`.
@@ -175,15 +206,7 @@ impl GuardrailRequest {
             is_internal: false,
             authz_attributes: Map::new(),
         };
-        // One pass over the context (not a lookup per field). A context with
-        // several bad fields reports the same one whatever the map's order:
-        // `authz_attributes` first, then the strings in CONTEXT_STRINGS order.
-        let mut first_error: Option<(usize, RequestError)> = None;
-        let mut keep = |rank: usize, error: RequestError| {
-            if first_error.as_ref().is_none_or(|(r, _)| rank < *r) {
-                first_error = Some((rank, error));
-            }
-        };
+        // One pass over the context (not a lookup per field).
         for (key, value) in call.context.iter().flatten() {
             let slot = match key.as_str() {
                 "thread_id" => &mut request.thread_id,
@@ -205,32 +228,22 @@ impl GuardrailRequest {
                     match value {
                         Value::Null => {}
                         Value::Object(map) => request.authz_attributes = map.clone(),
-                        other => keep(0, RequestError::AuthzAttributesNotMapping { found: json_type(other) }),
+                        other => {
+                            return Err(RequestError::AuthzAttributesNotMapping {
+                                found: json_type(other),
+                                python_type: python_type(other),
+                            })
+                        }
                     }
                     continue;
                 }
                 _ => continue,
             };
-            match value {
-                Value::Null => {}
-                Value::String(s) => *slot = Some(s.clone()),
-                other => {
-                    let rank = CONTEXT_STRINGS.iter().position(|f| f == key).unwrap_or(CONTEXT_STRINGS.len());
-                    let field = CONTEXT_STRINGS.get(rank).copied().unwrap_or("context");
-                    keep(rank + 1, RequestError::NotAString { field, found: json_type(other) });
-                }
-            }
+            *slot = attribution(value);
         }
-        match first_error {
-            Some((_, error)) => Err(error),
-            None => Ok(request),
-        }
+        Ok(request)
     }
 }
-
-/// The context fields that must be strings.
-const CONTEXT_STRINGS: &[&str] =
-    &["thread_id", "user_id", "user_role", "oauth_provider", "oauth_id", "run_id", "channel_user_id"];
 
 /// `now` as RFC 3339 with microseconds and `+00:00`, exactly as chrono's
 /// `to_rfc3339_opts(Micros, false)` writes it; the date and time up to the
@@ -334,19 +347,36 @@ mod tests {
     }
 
     #[test]
-    fn several_bad_context_fields_report_the_same_one_whatever_the_order() {
-        let call = |context: Value| {
-            ToolCallRequest::new("t", Map::new()).with_context(context.as_object().unwrap().clone())
-        };
-        let error =
-            GuardrailRequest::from_tool_call(&call(json!({"run_id": 2, "thread_id": 1})), None).unwrap_err();
-        assert_eq!(error, RequestError::NotAString { field: "thread_id", found: "a number" });
-        let error = GuardrailRequest::from_tool_call(
-            &call(json!({"channel_user_id": [], "authz_attributes": 3})),
-            None,
-        )
-        .unwrap_err();
-        assert_eq!(error, RequestError::AuthzAttributesNotMapping { found: "a number" });
+    fn non_string_attribution_values_cross_as_json_text() {
+        let context = json!({
+            "user_id": 42, "thread_id": "t-1", "run_id": true, "user_role": null,
+            "channel_user_id": {"team": "a"}, "oauth_id": 1.5, "oauth_provider": ["x"],
+        });
+        let call = ToolCallRequest::new("t", Map::new()).with_context(context.as_object().unwrap().clone());
+        let r = GuardrailRequest::from_tool_call(&call, None).unwrap();
+        assert_eq!(r.user_id.as_deref(), Some("42"));
+        assert_eq!(r.thread_id.as_deref(), Some("t-1"));
+        assert_eq!(r.run_id.as_deref(), Some("true"));
+        assert_eq!(r.user_role, None);
+        assert_eq!(r.channel_user_id.as_deref(), Some(r#"{"team":"a"}"#));
+        assert_eq!(r.oauth_id.as_deref(), Some("1.5"));
+        assert_eq!(r.oauth_provider.as_deref(), Some(r#"["x"]"#));
+    }
+
+    #[test]
+    fn a_non_mapping_authz_attributes_is_refused_in_deerflows_words() {
+        for (value, python) in
+            [(json!(3), "int"), (json!(2.5), "float"), (json!("a"), "str"), (json!([]), "list")]
+        {
+            let context = json!({"authz_attributes": value});
+            let call =
+                ToolCallRequest::new("t", Map::new()).with_context(context.as_object().unwrap().clone());
+            let error = GuardrailRequest::from_tool_call(&call, None).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!("authz_attributes must be a Mapping, got {python}")),
+                "{error}"
+            );
+        }
     }
 
     #[test]

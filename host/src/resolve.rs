@@ -8,8 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-/// The module parts that name the built-in providers.
-const BUILTIN_MODULES: [&str; 2] = ["builtin", "deerflow.guardrails.builtin"];
+/// The module parts that name the built-in providers: guardhost's own
+/// spelling, DeerFlow's module, and DeerFlow's package export
+/// (`deerflow.guardrails` re-exports `AllowlistProvider`).
+const BUILTIN_MODULES: [&str; 3] = ["builtin", "deerflow.guardrails.builtin", "deerflow.guardrails"];
 
 /// What a `use:` value names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +134,11 @@ mod tests {
 
     #[test]
     fn both_builtin_spellings_name_the_builtin() {
-        for v in ["builtin:AllowlistProvider", "deerflow.guardrails.builtin:AllowlistProvider"] {
+        for v in [
+            "builtin:AllowlistProvider",
+            "deerflow.guardrails.builtin:AllowlistProvider",
+            "deerflow.guardrails:AllowlistProvider",
+        ] {
             assert_eq!(parse_use(v).unwrap(), UseTarget::Builtin { symbol: "AllowlistProvider".into() });
         }
     }

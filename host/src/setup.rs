@@ -34,6 +34,7 @@ pub(crate) fn install_with(
     let LoadedProvider { provider, info } = instantiate_with(spec, &config.base_dir, content_addressed)?;
     let middleware = GuardrailMiddleware::new(Arc::clone(&provider))
         .with_fail_closed(section.fail_closed)
-        .with_passport(section.passport.clone());
+        .with_passport(section.passport.clone())
+        .with_library_sha256(info.sha256.clone());
     Ok(Some(Guardrail { middleware, info }))
 }

@@ -69,7 +69,7 @@ fn check_describes_the_embedded_default() {
         "guardrail:        installed",
         "provider:         allowlist",
         "source:           built-in (AllowlistProvider)",
-        "abi:              1.1",
+        "abi:              1.2",
         "accepted keys:    allowed_tools, denied_tools",
         "framework:        not injected",
         "fail_closed:      true",
@@ -100,10 +100,63 @@ fn check_describes_a_library_provider() {
         "accepted keys:    blocked_prefixes, framework (and any other key)".to_owned(),
         "framework:        injected (\"deerflow\")".to_owned(),
         "fail_closed:      false".to_owned(),
-        "passport:         ./passport.json".to_owned(),
+        format!("passport:         {}", dir.path().join("passport.json").display()),
+        format!("sha256:           {}", sha256_of(&lib)),
+        "probe:            tool 'guardhost_check' with no arguments: allowed (custom.allowed); the provider decides".to_owned(),
     ] {
         assert!(text.contains(&line), "missing `{line}` in:\n{text}");
     }
+}
+
+fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn check_proves_the_provider_can_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let oap = use_of("guardhost_oap", "OAPGuardrailProvider");
+    let check = |yaml: &str| {
+        let path = write(dir.path(), "c.yaml", yaml);
+        // No default passport under this HOME.
+        Command::new(env!("CARGO_BIN_EXE_guardhost"))
+            .args(["check", "--config", path.to_str().unwrap()])
+            .env("HOME", dir.path())
+            .output()
+            .unwrap()
+    };
+    // A policy that simply denies the probe is a working setup.
+    let out = check("guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    config: {allowed_tools: []}\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("probe:            tool 'guardhost_check' with no arguments: denied (oap.tool_not_allowed: tool 'guardhost_check' not in allowlist); the provider decides"), "{}", stdout(&out));
+
+    // An OAP config without a passport loads, but cannot decide.
+    let out = check(&format!("guardrails:\n  enabled: true\n  provider:\n    use: {oap}\n"));
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("its setup is broken") && err.contains("oap.passport_not_found"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one paragraph: {err}");
+
+    // The example passport, relative to the config file, decides.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/oap");
+    std::fs::copy(examples.join("passport.json"), dir.path().join("passport.json")).unwrap();
+    let out = check(&format!(
+        "guardrails:\n  enabled: true\n  provider:\n    use: {oap}\n    config: {{passport_path: passport.json}}\n"
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("the provider decides"), "{text}");
+    assert!(text.contains(&format!("(relative to {})", dir.path().display())), "{text}");
+
+    // A provider that fails on every call fails the check, saying why.
+    let out = check(&format!(
+        "guardrails:\n  enabled: true\n  provider: {{use: {}}}\n",
+        use_of("guardhost_test_providers", "ErroringProvider")
+    ));
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("failed on a harmless call"), "{err}");
 }
 
 #[test]
@@ -145,7 +198,7 @@ fn check_fails_with_one_readable_paragraph() {
         (
             "guardrails:\n  enabled: true\n  provider: {use: x.so:Y, config: {k: $GUARDHOST_SURELY_UNSET}}\n"
                 .to_owned(),
-            "GUARDHOST_SURELY_UNSET is not set",
+            "`guardrails.provider.config.k`: Environment variable GUARDHOST_SURELY_UNSET not found for config value",
         ),
     ] {
         let path = write(dir.path(), "c.yaml", &yaml);
@@ -332,8 +385,8 @@ fn run_answers_every_line_in_order_including_malformed_ones() {
         (2, "line 3: invalid JSON"),
         (3, "line 4: empty line"),
         (4, "line 5: not a JSON object"),
-        (5, "line 6: invalid tool call: invalid type: string \"oops\", expected a map"),
-        (6, "line 7: cannot build the guardrail request: authz_attributes must be a mapping"),
+        (5, "line 6: invalid tool call: `args` must be a mapping, found a string"),
+        (6, "line 7: cannot build the guardrail request: authz_attributes must be a Mapping, got list"),
         (8, "line 9: not valid UTF-8"),
     ] {
         let content = lines[index]["content"].as_str().unwrap();
@@ -377,6 +430,14 @@ fn run_exits_0_when_every_line_is_well_formed_and_writes_the_audit_file() {
     assert_eq!(events[0]["action"], json!("deny_tool_call"));
     assert_eq!(events[0]["changes"]["tool_call_id"], json!("a"));
     assert_eq!(events[0]["changes"]["user_role"], json!("dev"));
+    // The event names the provider and the exact library bytes that decided.
+    let library = std::fs::read(support::library("guardhost_allowlist")).unwrap();
+    let digest: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&library).iter().map(|b| format!("{b:02x}")).collect()
+    };
+    assert_eq!(events[0]["provider"], json!({"name": "allowlist", "sha256": digest}));
+    assert_eq!(events[0]["tool_call_id"], json!("a"));
     let text = events[0].to_string();
     assert!(!text.contains("rm -rf") && !text.contains("u-1"), "{text}");
     assert!(stderr(&out).contains("2 lines: 1 allowed, 1 denied, 0 errors"));

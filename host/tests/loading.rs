@@ -382,6 +382,36 @@ fn env_var_secrets_reach_the_constructor() {
     );
 }
 
+#[test]
+fn declared_path_keys_are_relative_to_the_config_file_in_both_isolations() {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = dir.path().join("configs");
+    std::fs::create_dir(&configs).unwrap();
+    for isolation in ["in_process", "process"] {
+        let file = support::write(
+            &configs,
+            "guardrails.yaml",
+            &format!(
+                "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    isolation: {isolation}\n    config:\n      data_file: ./passports/agent.json\n      data_dir: /abs/dir\n      home: relative/not/declared\n",
+                use_of("guardhost_test_providers", "EchoConfigProvider")
+            ),
+        );
+        let guardrail = install(&LoadedConfig::from_path(&file).unwrap()).unwrap().unwrap();
+        assert_eq!(guardrail.info.path_keys, ["data_file", "data_dir"], "{isolation}");
+        let verdict = guardrail.middleware.check(&ToolCallRequest::new("ls", Map::new())).unwrap();
+        assert_eq!(
+            Value::Object(verdict.decision.metadata),
+            json!({
+                "data_file": configs.join("passports/agent.json").display().to_string(),
+                "data_dir": "/abs/dir",
+                "home": "relative/not/declared",
+                "framework": "deerflow",
+            }),
+            "{isolation}"
+        );
+    }
+}
+
 /// Builds the scripted test providers for real with `panic = "abort"` (in a
 /// target directory of its own, so the normal build is left alone) and
 /// checks that the host refuses the result.
@@ -426,7 +456,19 @@ fn a_library_built_against_abi_1_0_loads_and_declares_no_volatile_metadata() {
     assert!(loaded.provider.evaluate(&request).unwrap().allow);
 
     let current = load(&use_of("guardhost_bad_descriptors", "FineProvider"), Map::new());
-    assert_eq!(current.info.abi_version, (1, 1));
+    assert_eq!(current.info.abi_version, (1, 2));
+}
+
+#[test]
+fn a_library_built_against_abi_1_1_loads_and_declares_no_path_keys() {
+    let loaded = load(&use_of("guardhost_bad_descriptors", "AbiOneOne"), Map::new());
+    assert_eq!(loaded.info.name, "fine-1.1");
+    assert_eq!(loaded.info.abi_version, (1, 1));
+    assert_eq!(loaded.info.volatile_metadata_keys, ["evaluated_at"]);
+    assert!(loaded.info.path_keys.is_empty());
+    let call = guardhost::ToolCallRequest::new("bash", Map::new());
+    let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
+    assert!(loaded.provider.evaluate(&request).unwrap().allow);
 }
 
 /// A fresh copy of the allowlist library in a directory of its own.

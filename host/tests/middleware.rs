@@ -219,7 +219,7 @@ fn audited(symbol: &str, fail_closed: bool, call: ToolCallRequest, path: Path) -
 fn attributed_call() -> ToolCallRequest {
     bash_call().with_context(object(json!({
         "user_id": "user-1", "user_role": "admin", "oauth_provider": "github", "oauth_id": "gh-1",
-        "is_subagent": true, "thread_id": "t-1"
+        "is_subagent": true, "thread_id": "t-1", "run_id": "run-1"
     })))
 }
 
@@ -228,7 +228,18 @@ fn deny_is_audited_with_exactly_the_listed_fields() {
     for path in PATHS {
         let events = audited("DenyAllProvider", true, attributed_call(), path);
         assert_eq!(events.len(), 1, "{path:?}");
-        let event = serde_json::to_value(&events[0]).unwrap();
+        let mut event = serde_json::to_value(&events[0]).unwrap();
+        // What identifies the call: checked, then set aside for the exact
+        // comparison of DeerFlow's fields below.
+        let object = event.as_object_mut().unwrap();
+        let time = object.remove("time").unwrap();
+        chrono::DateTime::parse_from_rfc3339(time.as_str().unwrap()).unwrap();
+        let decision_id = object.remove("decision_id").unwrap();
+        assert_eq!(decision_id.as_str().unwrap().len(), 29, "{decision_id}");
+        assert_eq!(object.remove("thread_id"), Some(json!("t-1")));
+        assert_eq!(object.remove("run_id"), Some(json!("run-1")));
+        assert_eq!(object.remove("tool_call_id"), Some(json!("call-1")));
+        assert_eq!(object.remove("provider"), Some(json!({"name": "deny-all", "sha256": null})));
         assert_eq!(
             event,
             json!({
@@ -329,7 +340,7 @@ fn a_non_mapping_authz_attributes_is_an_error_not_a_decision() {
         let (result, calls) = run(&middleware("AllowAllProvider"), call, path);
         let error = result.unwrap_err();
         assert!(matches!(error, ToolCallError::InvalidRequest(_)));
-        assert!(error.to_string().contains("authz_attributes must be a mapping"), "{error}");
+        assert!(error.to_string().contains("authz_attributes must be a Mapping"), "{error}");
         assert_eq!(calls, 0);
     }
 }

@@ -17,7 +17,8 @@ pub const ABI_MAJOR: u16 = 1;
 ///
 /// - 1.0: `name`, `accepts_extra_keys`, `accepted_keys`, `construct`.
 /// - 1.1: `volatile_metadata_keys`.
-pub const ABI_MINOR: u16 = 1;
+/// - 1.2: `path_keys`.
+pub const ABI_MINOR: u16 = 2;
 
 /// Bits of [`DescriptorHeader::flags`].
 pub mod flags {
@@ -83,12 +84,18 @@ pub struct ProviderFactory {
     /// differ between two evaluations of the same request (a timestamp, a
     /// counter). Conformance checks ignore them when comparing decisions.
     /// Empty for a 1.0 library.
-    #[sabi(missing_field(with = no_volatile_metadata_keys))]
+    #[sabi(missing_field(with = no_keys))]
     pub volatile_metadata_keys: extern "C" fn() -> RVec<RString>,
+    /// Since 1.2: the config keys whose string values are file or directory
+    /// paths. The host joins a relative one to the config file's directory
+    /// before constructing the provider, so every relative path in a config
+    /// file has one base. Empty for an older library.
+    #[sabi(missing_field(with = no_keys))]
+    pub path_keys: extern "C" fn() -> RVec<RString>,
 }
 
-/// What a 1.0 library, which has no `volatile_metadata_keys`, declares.
-fn no_volatile_metadata_keys() -> extern "C" fn() -> RVec<RString> {
+/// What an older library, which lacks a list of keys, declares: none.
+fn no_keys() -> extern "C" fn() -> RVec<RString> {
     extern "C" fn none() -> RVec<RString> {
         RVec::new()
     }
@@ -122,13 +129,13 @@ pub mod compat {
         #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
         #[sabi(missing_field(panic))]
         pub struct ProviderFactory {
-            /// As in 1.1.
+            /// As in 1.2.
             pub name: RStr<'static>,
-            /// As in 1.1.
+            /// As in 1.2.
             pub accepts_extra_keys: bool,
-            /// As in 1.1.
+            /// As in 1.2.
             pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
-            /// As in 1.1.
+            /// As in 1.2.
             #[sabi(last_prefix_field)]
             pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
         }
@@ -139,11 +146,52 @@ pub mod compat {
         /// [`crate::ProviderDescriptor`] as of 1.0.
         #[repr(C)]
         pub struct ProviderDescriptor {
-            /// As in 1.1.
+            /// As in 1.2.
             pub header: DescriptorHeader,
-            /// As in 1.1.
+            /// As in 1.2.
             pub layout: &'static TypeLayout,
             /// The 1.0 factory.
+            pub factory: ProviderFactoryRef,
+        }
+    }
+    /// ABI 1.1.
+    pub mod v1_1 {
+        use abi_stable::std_types::{RResult, RStr, RString, RVec};
+        use abi_stable::type_layout::TypeLayout;
+        use abi_stable::StableAbi;
+
+        use crate::{DescriptorHeader, ProviderBox, ProviderError};
+
+        /// [`crate::ProviderFactory`] as of 1.1.
+        #[repr(C)]
+        #[derive(StableAbi)]
+        #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
+        #[sabi(missing_field(panic))]
+        pub struct ProviderFactory {
+            /// As in 1.2.
+            pub name: RStr<'static>,
+            /// As in 1.2.
+            pub accepts_extra_keys: bool,
+            /// As in 1.2.
+            pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
+            /// As in 1.2.
+            #[sabi(last_prefix_field)]
+            pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
+            /// As in 1.2.
+            pub volatile_metadata_keys: extern "C" fn() -> RVec<RString>,
+        }
+
+        /// The layout a host checks a 1.1 library's factory against.
+        pub const FACTORY_LAYOUT: &TypeLayout = <ProviderFactoryRef as StableAbi>::LAYOUT;
+
+        /// [`crate::ProviderDescriptor`] as of 1.1.
+        #[repr(C)]
+        pub struct ProviderDescriptor {
+            /// As in 1.2.
+            pub header: DescriptorHeader,
+            /// As in 1.2.
+            pub layout: &'static TypeLayout,
+            /// The 1.1 factory.
             pub factory: ProviderFactoryRef,
         }
     }

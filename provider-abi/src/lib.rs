@@ -70,8 +70,8 @@
 //! [`ProviderFactory`] below its last prefix field; a host reads such a field
 //! only when the library is new enough to have it, so a library built
 //! against 1.x loads in every 1.y host (the loader's tests load a library
-//! that exports a 1.0 descriptor, with [`compat`]'s shape). 1.1 added
-//! [`Provider::VOLATILE_METADATA`]. Changing [`Request`], [`Decision`],
+//! that exports a 1.0 and a 1.1 descriptor, with [`compat`]'s shapes). 1.1
+//! added [`Provider::VOLATILE_METADATA`], 1.2 [`Provider::PATH_KEYS`]. Changing [`Request`], [`Decision`],
 //! [`Reason`], [`ProviderError`] or [`ProviderObject`] is a major change. The
 //! layout check at load time catches a library whose types differ from what
 //! its header claims.

@@ -42,6 +42,14 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// decisions are deterministic; every other part of a decision must be.
     const VOLATILE_METADATA: &'static [&'static str] = &[];
 
+    /// Config keys whose string values are file or directory paths. The
+    /// host joins a relative one to the config file's directory before
+    /// [`Provider::new`] sees it (an absolute one, or one starting with
+    /// `~`, is left alone), so operators have one base for every relative
+    /// path in a config file. Name only top-level keys of
+    /// [`Provider::Config`].
+    const PATH_KEYS: &'static [&'static str] = &[];
+
     /// The constructor's keyword arguments. Its field names are the config
     /// keys the provider accepts; a field named `framework` makes the host
     /// inject `framework: "deerflow"`.
@@ -194,6 +202,11 @@ extern "C" fn volatile_metadata_keys_shim<P: Provider>() -> RVec<RString> {
     P::VOLATILE_METADATA.iter().map(|k| RString::from(*k)).collect()
 }
 
+extern "C" fn path_keys_shim<P: Provider>() -> RVec<RString> {
+    // Copying a static list of strings cannot panic.
+    P::PATH_KEYS.iter().map(|k| RString::from(*k)).collect()
+}
+
 /// Holds the static factory of `P`.
 struct FactoryOf<P>(PhantomData<P>);
 
@@ -206,6 +219,7 @@ impl<P: Provider> FactoryOf<P> {
                 accepted_keys: accepted_keys_shim::<P>,
                 construct: construct_shim::<P>,
                 volatile_metadata_keys: volatile_metadata_keys_shim::<P>,
+                path_keys: path_keys_shim::<P>,
             })
     }
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use guardhost::ConfigOrigin;
+use guardhost::{ConfigOrigin, Guardrail, GuardrailRequest, ProviderFailure, ToolCallRequest};
 
 use super::{load_guardrail, CliError};
 
@@ -50,7 +50,67 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode, CliError> {
         Some(ms) => println!("timeout:          {ms} ms per call"),
         None => println!("timeout:          none (calls are waited for)"),
     }
+    if let Some(sha256) = &info.sha256 {
+        println!("sha256:           {sha256}");
+    }
+    if !info.path_keys.is_empty() {
+        println!(
+            "paths:            {} (relative to {})",
+            info.path_keys.join(", "),
+            config.base_dir.display()
+        );
+    }
     println!("fail_closed:      {}", guardrail.middleware.fail_closed());
     println!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"));
+    println!("probe:            {}", probe(&guardrail)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The tool of the harmless call `check` decides: no tool has this name,
+/// and it has no arguments.
+const PROBE_TOOL: &str = "guardhost_check";
+
+/// Denial codes that mean the provider cannot decide any call as meant: no
+/// usable passport (missing, unreadable, invalid, of an unsupported
+/// version), or a suspended or revoked one. A policy that simply denies the
+/// probe (an empty allowlist, an unmapped tool) is not among them.
+const BROKEN_SETUP: [&str; 3] = ["oap.passport_not_found", "oap.misconfigured", "oap.passport_suspended"];
+
+/// Decides one harmless call through the configured provider: proof that
+/// it can decide at all. A provider error, or a denial whose code says the
+/// setup is broken, fails the check.
+fn probe(guardrail: &Guardrail) -> Result<String, CliError> {
+    let middleware = &guardrail.middleware;
+    let call = ToolCallRequest::new(PROBE_TOOL, Default::default()).with_id("guardhost-check");
+    let what = format!("tool '{PROBE_TOOL}' with no arguments");
+    let name = &guardrail.info.name;
+    let request = GuardrailRequest::from_tool_call(&call, middleware.passport())
+        .map_err(|e| CliError::CannotDecide(format!("cannot build the probe call: {e}")))?;
+    let decision = match middleware.provider().evaluate(&request) {
+        Ok(decision) => decision,
+        Err(ProviderFailure::Interrupt(interrupt)) => {
+            return Ok(format!("{what}: the provider raised an interrupt ({})", interrupt.message))
+        }
+        Err(error) => {
+            return Err(CliError::CannotDecide(format!(
+                "provider '{name}' failed on a harmless call ({what}): {error}; every call would be decided \
+                 by fail_closed instead of the provider"
+            )))
+        }
+    };
+    let first = decision.reasons.first();
+    if let Some(broken) = first.filter(|r| BROKEN_SETUP.contains(&r.code.as_str())) {
+        return Err(CliError::CannotDecide(format!(
+            "provider '{name}' loads, but its setup is broken: it denied a harmless call ({what}) with {} ({}); \
+             every call would be denied the same way. Fix the passport or the provider's config",
+            broken.code, broken.message
+        )));
+    }
+    let outcome = if decision.allow { "allowed" } else { "denied" };
+    let reason = match first {
+        None => "no reason".to_owned(),
+        Some(r) if r.message.is_empty() => r.code.clone(),
+        Some(r) => format!("{}: {}", r.code, r.message),
+    };
+    Ok(format!("{what}: {outcome} ({reason}); the provider decides"))
 }

@@ -60,7 +60,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode, CliError> {
     let context = args.context.as_deref().map(|c| json_object("context", c)).transpose()?;
     let (_, guardrail) = load_guardrail(args.config.as_deref())?;
     let call = ToolCallRequest {
-        tool_call: ToolCall { name: Some(args.tool), args: tool_args, id: args.id },
+        tool_call: ToolCall { name: Some(args.tool), args: tool_args, id: args.id, null_id: false },
         context,
     };
 

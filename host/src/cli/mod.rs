@@ -77,6 +77,9 @@ pub enum CliError {
     Build(#[from] guardhost::BuildError),
     #[error("{0}")]
     Usage(String),
+    /// The config loads, but its provider cannot decide a call.
+    #[error("{0}")]
+    CannotDecide(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
 }

@@ -31,7 +31,7 @@ fn full_section_is_parsed() {
     .unwrap()
     .guardrails;
     assert!(c.enabled && !c.fail_closed && c.is_active());
-    assert_eq!(c.passport.as_deref(), Some("./passport.json"));
+    assert_eq!(c.passport.as_deref(), Some("/cfg/passport.json"));
     let p = c.provider.unwrap();
     assert_eq!(p.use_, "builtin:AllowlistProvider");
     assert_eq!(Value::Object(p.config), json!({"denied_tools": ["bash"]}));
@@ -113,10 +113,90 @@ fn a_missing_env_var_is_named_with_its_key() {
     let err = parse("guardrails:\n  provider:\n    use: x.so:Y\n    config:\n      nested: {api_key: $NOT_SET_ANYWHERE}\n")
         .unwrap_err();
     assert!(
-        matches!(&err, ConfigError::MissingEnvVar { var, key, .. } if var == "NOT_SET_ANYWHERE" && key == "nested.api_key")
+        matches!(&err, ConfigError::MissingEnvVar { var, key, .. } if var == "NOT_SET_ANYWHERE" && key == "guardrails.provider.config.nested.api_key")
     );
     let text = err.to_string();
-    assert!(text.contains("NOT_SET_ANYWHERE is not set"), "{text}");
+    // DeerFlow's own wording, inside guardhost's message.
+    assert!(text.contains("Environment variable NOT_SET_ANYWHERE not found for config value"), "{text}");
+    assert!(text.contains("`guardrails.provider.config.nested.api_key`"), "{text}");
+}
+
+#[test]
+fn env_vars_are_resolved_everywhere_in_the_section_as_deerflow_does() {
+    let c = parse_with_env(
+        "guardrails:
+  enabled: $GUARD_ON
+  fail_closed: ${FAIL_CLOSED}
+  passport: $MY_PASSPORT
+  provider:
+    use: $GUARD_USE
+    config: {denied_tools: [$TOOL]}
+",
+        &[
+            ("GUARD_ON", "true"),
+            ("FAIL_CLOSED", "false"),
+            ("MY_PASSPORT", "agent-123"),
+            ("GUARD_USE", "builtin:AllowlistProvider"),
+            ("TOOL", "bash"),
+        ],
+    )
+    .unwrap()
+    .guardrails;
+    assert!(c.enabled && !c.fail_closed);
+    assert_eq!(c.passport.as_deref(), Some("agent-123"));
+    let provider = c.provider.unwrap();
+    assert_eq!(provider.use_, "builtin:AllowlistProvider");
+    assert_eq!(Value::Object(provider.config), json!({"denied_tools": ["bash"]}));
+
+    let err = parse(
+        "guardrails:
+  passport: $NO_SUCH_PASSPORT_VAR
+",
+    )
+    .unwrap_err();
+    assert!(matches!(&err, ConfigError::MissingEnvVar { key, .. } if key == "guardrails.passport"), "{err}");
+}
+
+#[test]
+fn deerflow_boolean_spellings_are_read_as_booleans() {
+    for (spelling, expected) in [
+        ("yes", true),
+        ("'true'", true),
+        ("On", true),
+        ("1", true),
+        ("'Y'", true),
+        ("no", false),
+        ("'false'", false),
+        ("off", false),
+        ("0", false),
+        ("0.0", false),
+    ] {
+        let text = format!(
+            "guardrails:\n  enabled: {spelling}\n  fail_closed: {spelling}\n  provider:\n    use: x.so:Y\n    allow_insecure_permissions: {spelling}\n"
+        );
+        let c = parse(&text).unwrap_or_else(|e| panic!("{spelling}: {e}")).guardrails;
+        assert_eq!((c.enabled, c.fail_closed), (expected, expected), "{spelling}");
+        assert_eq!(c.provider.unwrap().allow_insecure_permissions, expected, "{spelling}");
+    }
+    // What pydantic refuses stays refused, naming the key.
+    for bad in ["2", "maybe", "[true]", "{a: 1}"] {
+        let err = parse(&format!("guardrails:\n  enabled: {bad}\n")).unwrap_err();
+        assert!(err.to_string().contains("`enabled`"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn a_relative_passport_path_is_relative_to_the_config_file() {
+    let passport = |value: &str| {
+        parse(&format!("guardrails:\n  passport: {value}\n")).unwrap().guardrails.passport.unwrap()
+    };
+    assert_eq!(passport("./passport.json"), "/cfg/passport.json");
+    assert_eq!(passport("passports/agent.json"), "/cfg/passports/agent.json");
+    assert_eq!(passport("passport.json"), "/cfg/passport.json");
+    assert_eq!(passport("/etc/aport/passport.json"), "/etc/aport/passport.json");
+    // A hosted agent id is not a path and is kept as written.
+    assert_eq!(passport("ap_128094d3"), "ap_128094d3");
+    assert_eq!(passport("~/.aport/passport.json"), "~/.aport/passport.json");
 }
 
 #[test]

@@ -79,8 +79,17 @@ impl Default for Options {
 
 impl Options {
     /// Fewer iterations and shorter limits, for a provider's unit tests.
+    /// A debug build on a busy CI machine must not fail a good provider on
+    /// time, so the latency budget is 50 ms: it still catches a provider
+    /// that does slow work on every call, and `guardhost conformance` on a
+    /// release build holds it to the real budget.
     pub fn quick() -> Self {
-        Options { iterations: 2_000, case_time_limit: Duration::from_secs(3), ..Options::default() }
+        Options {
+            iterations: 2_000,
+            case_time_limit: Duration::from_secs(3),
+            latency_budget: Duration::from_millis(50),
+            ..Options::default()
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::audit::{AuditAction, AuditChanges, AuditEvent, AuditSink};
+use crate::audit::{decision_id, AuditAction, AuditChanges, AuditEvent, AuditProvider, AuditSink};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::{
@@ -25,6 +25,7 @@ pub struct GuardrailMiddleware {
     fail_closed: bool,
     passport: Option<String>,
     audit: Option<Arc<dyn AuditSink>>,
+    library_sha256: Option<String>,
 }
 
 impl std::fmt::Debug for GuardrailMiddleware {
@@ -59,7 +60,11 @@ impl Verdict {
 /// The tool message a denied call gets.
 pub fn denied_message(call: &ToolCall, decision: &GuardrailDecision) -> ToolMessage {
     let tool_name = call.name.as_deref().unwrap_or("unknown_tool");
-    let tool_call_id = call.id.as_deref().unwrap_or("missing_id");
+    let tool_call_id = match (&call.id, call.null_id) {
+        (Some(id), _) => id.as_str(),
+        (None, true) => "None",
+        (None, false) => "missing_id",
+    };
     let (code, message) = match decision.reasons.first() {
         Some(reason) => (reason.code.as_str(), reason.message.as_str()),
         None => ("oap.denied", "blocked by guardrail policy"),
@@ -78,7 +83,7 @@ impl GuardrailMiddleware {
     /// A middleware around `provider`, failing closed, with no passport and
     /// no audit sink.
     pub fn new(provider: Arc<dyn GuardrailProvider>) -> Self {
-        GuardrailMiddleware { provider, fail_closed: true, passport: None, audit: None }
+        GuardrailMiddleware { provider, fail_closed: true, passport: None, audit: None, library_sha256: None }
     }
 
     /// Sets `fail_closed`.
@@ -90,6 +95,14 @@ impl GuardrailMiddleware {
     /// Sets the passport (becomes every request's `agent_id`).
     pub fn with_passport(mut self, passport: Option<String>) -> Self {
         self.passport = passport;
+        self
+    }
+
+    /// Sets the SHA-256 of the provider's library, which audit events
+    /// carry to say exactly which library decided ([`crate::install`] sets
+    /// it).
+    pub fn with_library_sha256(mut self, sha256: Option<String>) -> Self {
+        self.library_sha256 = sha256;
         self
     }
 
@@ -276,6 +289,15 @@ impl GuardrailMiddleware {
                     .collect(),
                 fail_closed: self.fail_closed,
                 provider_error,
+            },
+            time: request.timestamp.clone(),
+            decision_id: decision_id(),
+            run_id: request.run_id.clone(),
+            thread_id: request.thread_id.clone(),
+            tool_call_id: request.tool_call_id.clone(),
+            provider: AuditProvider {
+                name: self.provider.name().to_owned(),
+                sha256: self.library_sha256.clone(),
             },
         };
         if let Err(error) = sink.record(&event) {

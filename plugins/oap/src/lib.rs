@@ -53,6 +53,8 @@ pub struct OapProvider {
 
 impl Provider for OapProvider {
     const NAME: &'static str = "oap";
+    /// Relative ones are relative to the config file's directory.
+    const PATH_KEYS: &'static [&'static str] = &["passport_path", "policies_dir"];
     type Config = Config;
 
     fn new(config: Config) -> Result<Self, ProviderError> {
