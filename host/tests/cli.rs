@@ -252,6 +252,33 @@ fn eval_against_the_library_allowlist_denies_bash_with_the_contract_message() {
 }
 
 #[test]
+fn a_deerflow_config_works_unchanged() {
+    // What DeerFlow accepts: a whole application config, PyYAML booleans,
+    // `$VAR` outside `provider.config`, its package export of the allowlist.
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "config.yaml",
+        "models: [{name: gpt}]\nguardrails:\n  enabled: yes\n  fail_closed: 'true'\n  passport: $GH_TEST_PASSPORT\n  provider:\n    use: $GH_TEST_USE\n    config: {denied_tools: [$GH_TEST_TOOL]}\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_guardhost"))
+        .args(["eval", "--config", path.to_str().unwrap(), "--tool", "bash", "--id", "c1"])
+        .env("GH_TEST_PASSPORT", "agent-42")
+        .env("GH_TEST_USE", "deerflow.guardrails:AllowlistProvider")
+        .env("GH_TEST_TOOL", "bash")
+        .env("GUARDHOST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "denied: {}", stderr(&out));
+    let answer: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(answer["decision"]["reasons"][0]["message"], json!("tool 'bash' is denied"));
+    let err = stderr(&out);
+    assert!(err.contains("`guardrails.enabled` is a string, read as true"), "{err}");
+    assert!(err.contains("`guardrails.fail_closed` is a string, read as true"), "{err}");
+    assert!(!err.contains("agent-42"), "no configured value in the log: {err}");
+}
+
+#[test]
 fn eval_allows_and_runs_the_dry_run_handler() {
     let dir = tempfile::tempdir().unwrap();
     let path = so_allowlist(dir.path());

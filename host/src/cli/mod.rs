@@ -17,7 +17,7 @@ const AFTER_HELP: &str = "\
 Without --config, guardhost uses its embedded default: the built-in allowlist
 provider (builtin:AllowlistProvider), enabled, fail-closed, denying the tools
 `bash`, `write_file` and `str_replace` and allowing every other tool.
-`guardhost check` shows it; the README shows how to write your own.
+`guardhost check` shows it; docs/authors.md shows how to write your own.
 
 Exit codes: 0 ok / allowed, 1 denied (eval), malformed input lines (run) or a
 failed check (conformance), 2 usage, config or load error, 3 a provider

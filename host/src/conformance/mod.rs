@@ -25,7 +25,7 @@
 //! ```
 //!
 //! A crate that builds a provider tests its own `cdylib` with
-//! [`assert_conforms`] and [`cdylib`] (see the README's author's guide).
+//! [`assert_conforms`] and [`cdylib`] (see the provider authors' guide, `docs/authors.md`).
 
 mod call;
 mod construction;
