@@ -1,15 +1,15 @@
 //! The OAP provider as the host runs it: the real cdylib, loaded by
-//! guardhost, with APort's test passports and DeerFlow's tool calls.
+//! guardhost, with passports written here and DeerFlow's tool calls; and,
+//! when `GUARDHOST_OAP_DATA` names APort's data (see `tests/common/mod.rs`),
+//! with APort's own test passports.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use guardhost::{GuardrailDecision, GuardrailProvider, GuardrailRequest, ProviderSpec, ToolCallRequest};
 use serde_json::{json, Map, Value};
-
-fn shared(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oap").join(path)
-}
 
 fn example_passport() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/oap/passport.json")
@@ -196,15 +196,102 @@ fn aports_test_passports_decide_what_their_names_say() {
             "oap.blocked_pattern",
         ),
     ];
+    let Some(data) = common::root("aports_test_passports_decide_what_their_names_say") else { return };
     for (passport, tool, args, expected) in cases {
-        let p = with_passport(&shared(&format!("aport-test-passports/{passport}")));
+        let p = with_passport(&common::path(&data, &format!("aport-test-passports/{passport}")));
         assert_eq!(&code(&*p, tool, args.clone()), expected, "{passport}: {tool} {args}");
+    }
+}
+
+/// A passport of our own with `capabilities` and `limits`, in `dir`.
+fn own_passport(dir: &Path, name: &str, capabilities: &[&str], limits: Value) -> PathBuf {
+    let passport = json!({
+        "passport_id": name, "kind": "template", "spec_version": "oap/1.0", "owner_id": "org_test",
+        "owner_type": "org", "status": "active", "assurance_level": "L1",
+        "capabilities": capabilities.iter().map(|c| json!({"id": c})).collect::<Vec<_>>(),
+        "limits": limits, "regions": ["US"], "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z", "version": "1.0.0", "never_expires": true
+    });
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, passport.to_string()).unwrap();
+    path
+}
+
+/// The shapes of APort's unit-test passports (read-only, write-only, any
+/// command with a time limit, a command allowlist), written here, so a
+/// fresh clone checks what the data-driven test above checks.
+#[test]
+fn passports_in_the_shapes_of_aports_decide_as_aport_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = own_passport(
+        dir.path(),
+        "read-only",
+        &["data.file.read"],
+        json!({"data.file.read": {"allowed_paths": ["/tmp/", "/srv/project/"],
+               "blocked_patterns": ["**/.ssh/**", "**/.env", "**/id_rsa*", "**/credentials.json"]}}),
+    );
+    let write = own_passport(
+        dir.path(),
+        "write-only",
+        &["data.file.write"],
+        json!({"data.file.write": {"allowed_paths": ["/tmp/", "/srv/project/"],
+               "blocked_paths": ["/etc/", "/bin/"], "allowed_extensions": [".txt", ".md", ".json"]}}),
+    );
+    let timed = own_passport(
+        dir.path(),
+        "timed",
+        &["system.command.execute"],
+        json!({"system.command.execute": {"allowed_commands": ["*"], "max_execution_time": 300,
+               "blocked_patterns": []}}),
+    );
+    let listed = own_passport(
+        dir.path(),
+        "listed",
+        &["system.command.execute"],
+        json!({"system.command.execute": {"allowed_commands": ["mkdir", "ls", "git", "npm"],
+               "blocked_patterns": ["rm -rf", "sudo"]}}),
+    );
+    let cases: &[(&Path, &str, Value, &str)] = &[
+        (&read, "read_file", json!({"path": "/tmp/notes.txt"}), "allow"),
+        (&read, "read_file", json!({"path": "/etc/passwd"}), "oap.path_not_allowed"),
+        (&read, "read_file", json!({"path": "/tmp/x/.ssh/id_ed25519"}), "oap.blocked_pattern"),
+        (&read, "read_file", json!({"path": "/tmp/app/.env"}), "oap.blocked_pattern"),
+        (&read, "read_file", json!({"path": "/tmp/a/credentials.json"}), "oap.blocked_pattern"),
+        (&read, "read_file", json!({}), "oap.missing_file_path"),
+        (&read, "write_file", json!({"path": "/tmp/a.txt", "content": "x"}), "oap.unknown_capability"),
+        (&read, "bash", json!({"command": "ls"}), "oap.unknown_capability"),
+        (&write, "write_file", json!({"path": "/tmp/out.md", "content": "# hi"}), "allow"),
+        (&write, "write_file", json!({"path": "/tmp/run.sh", "content": "ls"}), "oap.extension_not_allowed"),
+        (&write, "write_file", json!({"path": "/etc/hosts.txt", "content": "x"}), "oap.path_not_allowed"),
+        (&write, "str_replace", json!({"path": "/tmp/a.json", "old_str": "a", "new_str": "b"}), "allow"),
+        (&write, "read_file", json!({"path": "/tmp/a.txt"}), "oap.unknown_capability"),
+        (&timed, "bash", json!({"command": "ls -la", "timeout": 30}), "allow"),
+        (&timed, "bash", json!({"command": "ls -la"}), "oap.missing_required_context"),
+        (&timed, "bash", json!({"command": "make", "timeout": 900}), "oap.timeout_exceeded"),
+        (&timed, "bash", json!({"command": "rm -rf /", "timeout": 5}), "oap.dangerous_operation"),
+        (&timed, "bash", json!({"command": "make && make test", "timeout": 5}), "allow"),
+        (&listed, "bash", json!({"command": "git status"}), "allow"),
+        (&listed, "bash", json!({"command": "curl https://x"}), "oap.command_not_allowed"),
+        (&listed, "bash", json!({"command": "git pull && npm i"}), "oap.command_chain_unsupported"),
+        (&listed, "bash", json!({"command": "mkdir -p a b"}), "allow"),
+        (&listed, "bash", json!({"command": "ls `rm -rf /`"}), "oap.command_injection_detected"),
+        (&listed, "bash", json!({"command": "git rm -rf src"}), "oap.blocked_pattern"),
+        (&listed, "bash", json!({"command": "sudo npm test"}), "oap.command_not_allowed"),
+        (&listed, "read_file", json!({"path": "/tmp/a"}), "oap.unknown_capability"),
+    ];
+    for (passport, tool, args, expected) in cases {
+        let p = with_passport(passport);
+        assert_eq!(&code(&*p, tool, args.clone()), expected, "{}: {tool} {args}", passport.display());
     }
 }
 
 #[test]
 fn an_allowed_call_names_its_pack_and_a_denied_one_says_why() {
-    let p = with_passport(&shared("aport-test-passports/tests_fixtures_passport.oap-v1.json"));
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&passport_with(dir.path(), |p| {
+        p["limits"]["system.command.execute"] =
+            json!({"allowed_commands": ["mkdir", "ls", "git"], "blocked_patterns": ["rm -rf", "sudo"]});
+    }));
     let allowed = decide(&*p, "bash", json!({"command": "ls"}));
     assert!(allowed.allow);
     assert_eq!(allowed.reasons[0].code, "oap.allowed");
@@ -422,13 +509,6 @@ fn the_framework_is_injected_by_the_host() {
     .unwrap();
     assert!(loaded.info.framework_injected);
     assert_eq!(loaded.info.name, "oap");
-}
-
-#[test]
-fn the_plugin_passes_the_conformance_kit() {
-    let config = object(json!({"passport_path": example_passport()}));
-    let report = guardhost::conformance::assert_conforms(&use_(), &config);
-    assert_eq!(report.count(guardhost::conformance::Status::Warn), 0, "{}", report.to_text());
 }
 
 /// A copy of the example passport with `edit` applied, in `dir`.
