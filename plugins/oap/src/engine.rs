@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::config::{Config, Mode};
 use crate::generic::{GenericPack, GenericState, RuleSupport, Verdict};
 use crate::mapping::{self, Route};
-use crate::packs::{self, command, deny, files, mcp, web, Denial, Limits};
+use crate::packs::{self, command, deny, files, mcp, messaging, web, Denial, Limits};
 use crate::passport::{Passport, PassportError, PassportStore, Status, SPEC_VERSION};
 use crate::rate::RateLimiter;
 
@@ -293,19 +293,22 @@ impl Engine {
         let limits = Limits(passport.limits_of(packs::limits_key(&pack)));
         let limit_paths = |p: &str| passport.resolved_path(p, files::resolve);
         let checked = match &route {
-            Route::WebSearch => web::check_search(&args)
-                .and_then(|()| self.rate(&passport, &pack, limits, "max_requests_per_minute")),
+            Route::WebSearch => {
+                web::check_search(&args).and_then(|()| self.rate(&passport, &pack, limits, WEB_RATE_KEYS))
+            }
             Route::Listing => files::check(&args, limits, files::Access::List, &limit_paths),
             Route::Mcp { server, tool } => mcp::check(&args, limits, Some((server, tool)))
-                .and_then(|()| self.rate(&passport, &pack, limits, "max_calls_per_minute")),
+                .and_then(|()| self.rate(&passport, &pack, limits, &["max_calls_per_minute"])),
             Route::Pack(id) => match id.as_str() {
                 "system.command.execute.v1" => command::check(&args, limits),
                 "data.file.read.v1" => files::check(&args, limits, files::Access::Read, &limit_paths),
                 "data.file.write.v1" => files::check(&args, limits, files::Access::Write, &limit_paths),
                 "web.fetch.v1" => web::check_fetch(&args, limits)
-                    .and_then(|()| self.rate(&passport, &pack, limits, "max_requests_per_minute")),
+                    .and_then(|()| self.rate(&passport, &pack, limits, WEB_RATE_KEYS)),
                 "mcp.tool.execute.v1" => mcp::check(&args, limits, None)
-                    .and_then(|()| self.rate(&passport, &pack, limits, "max_calls_per_minute")),
+                    .and_then(|()| self.rate(&passport, &pack, limits, &["max_calls_per_minute"])),
+                "messaging.message.send.v1" if generic.is_none() => messaging::check(&args, limits)
+                    .and_then(|()| self.rate(&passport, &pack, limits, &["msgs_per_min"])),
                 _ => self.generic(&passport, &pack, &required, generic.map(Arc::as_ref), &args, metadata),
             },
         };
@@ -326,9 +329,11 @@ impl Engine {
         args: &Map<String, Value>,
         metadata: &mut Map<String, Value>,
     ) -> packs::Checked {
+        // Limits count when they say something: the generator's
+        // `"agent.session.create": {}` sets none.
         let limited = std::iter::once(packs::limits_key(pack))
             .chain(required.iter().copied())
-            .any(|k| passport.limits.contains_key(k));
+            .any(|k| passport.limits_of(k).is_some_and(|l| !l.is_empty()));
         let Some(generic) = generic else {
             if limited {
                 return Err(deny(
@@ -356,9 +361,11 @@ impl Engine {
         }
     }
 
-    /// Applies a per-minute limit, if the passport sets one.
-    fn rate(&self, passport: &Passport, pack: &str, limits: Limits<'_>, key: &str) -> packs::Checked {
-        let Some(per_minute) = limits.number(key) else { return Ok(()) };
+    /// Applies a per-minute limit: the first of `keys` the passport sets.
+    fn rate(&self, passport: &Passport, pack: &str, limits: Limits<'_>, keys: &[&str]) -> packs::Checked {
+        let Some((key, per_minute)) = keys.iter().find_map(|k| Some((*k, limits.number(k)?))) else {
+            return Ok(());
+        };
         if self.rates.admit(&format!("{}\u{0}{pack}", passport.id), per_minute) {
             Ok(())
         } else {
@@ -366,6 +373,10 @@ impl Engine {
         }
     }
 }
+
+/// The keys of a fetch's per-minute limit, in APort's order (its generator
+/// writes `max_requests_per_min`).
+const WEB_RATE_KEYS: &[&str] = &["max_requests_per_min", "max_requests_per_minute"];
 
 /// APort's tool-name rule: 1 to 128 of `A-Z a-z 0-9 . _ -`.
 fn valid_tool_name(tool: &str) -> bool {

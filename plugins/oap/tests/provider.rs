@@ -285,6 +285,101 @@ fn passports_in_the_shapes_of_aports_decide_as_aport_does() {
     }
 }
 
+/// A passport in the shape APort's generator writes for DeerFlow (`aport
+/// setup --framework deerflow`, non-interactive): messaging limits as flat
+/// numbers and lists at the top of `limits`, `max_requests_per_min` for
+/// fetches, an empty object for sessions. Written here, not copied.
+fn generated_passport(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let mut passport = json!({
+        "passport_id": "5d0f3a52-gen", "agent_id": "5d0f3a52-gen", "kind": "template", "spec_version": "oap/1.0",
+        "owner_id": "dev@example.com", "owner_type": "user", "assurance_level": "L0", "status": "active",
+        "capabilities": [{"id": "repo.pr.create"}, {"id": "repo.merge"}, {"id": "system.command.execute"},
+                         {"id": "messaging.send"}, {"id": "data.file.read"}, {"id": "data.file.write"},
+                         {"id": "web.fetch"}, {"id": "agent.session.create"}, {"id": "mcp.tool.execute"}],
+        "limits": {
+            "code.repository.merge": {"max_prs_per_day": 10, "max_merges_per_day": 5, "max_pr_size_kb": 500,
+                                      "allowed_repos": ["*"], "allowed_base_branches": ["*"], "require_review": false},
+            "system.command.execute": {"allowed_commands": ["*"],
+                                       "blocked_patterns": ["rm -rf", "sudo", "chmod 777", "dd if=", "mkfs"]},
+            "msgs_per_min": 5, "msgs_per_day": 100, "allowed_recipients": ["*"], "approval_required": false,
+            "data.file.read": {"allowed_paths": ["*"], "max_file_size_mb": 100},
+            "data.file.write": {"allowed_paths": ["*"], "max_file_size_mb": 50},
+            "web.fetch": {"allowed_domains": ["*"], "blocked_domains": [], "max_requests_per_min": 60},
+            "agent.session.create": {},
+            "mcp.tool.execute": {"allowed_servers": ["*"]}
+        },
+        "regions": ["US", "CA"],
+        "metadata": {"name": "DeerFlow Agent", "description": "DeerFlow LangGraph agent", "version": "1.0.0",
+                     "created_by": "aport-create-passport.sh"},
+        "never_expires": true, "created_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+        "version": "1.0.0"
+    });
+    edit(&mut passport);
+    let path = dir.join("passport.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&passport).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn a_passport_from_aports_generator_loads_and_decides_as_aport_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&generated_passport(dir.path(), |_| {}));
+    let cases: &[(&str, Value, &str)] = &[
+        ("bash", json!({"command": "ls -la /mnt/user-data"}), "allow"),
+        ("bash", json!({"command": "make && make test | tee log"}), "allow"),
+        ("bash", json!({"command": "git rm -rf build"}), "oap.blocked_pattern"),
+        ("bash", json!({"command": "sudo ls"}), "oap.blocked_pattern"),
+        ("bash", json!({"command": "mkfs.ext4 /dev/sda1"}), "oap.dangerous_operation"),
+        ("read_file", json!({"path": "/srv/anything.txt"}), "allow"),
+        ("read_file", json!({"path": "/home/u/.ssh/id_rsa"}), "oap.blocked_pattern"),
+        ("write_file", json!({"path": "/srv/out.md", "content": "# r"}), "allow"),
+        ("web_fetch", json!({"url": "https://docs.rs/serde"}), "allow"),
+        ("web_fetch", json!({"url": "http://10.0.0.1/"}), "oap.private_network_destination"),
+        ("mcp__github__create_issue", json!({"title": "x"}), "allow"),
+        ("task", json!({"description": "d", "prompt": "p"}), "allow"),
+        ("ask_clarification", json!({"question": "which?"}), "allow"),
+        ("slack_post_message", json!({"to": "#general", "text": "hi"}), "allow"),
+    ];
+    for (tool, args, expected) in cases {
+        assert_eq!(&code(&*p, tool, args.clone()), expected, "{tool} {args}");
+    }
+    let d = decide(&*p, "bash", json!({"command": "git rm -rf build"}));
+    assert_eq!(d.reasons[0].message, "Command contains blocked pattern: rm -rf");
+
+    // The flat keys are the messaging limits: a recipient list is enforced,
+    // and so is msgs_per_min.
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&generated_passport(dir.path(), |p| {
+        p["limits"]["allowed_recipients"] = json!(["#ops"]);
+        p["limits"]["msgs_per_min"] = json!(2);
+    }));
+    let d = decide(&*p, "slack_post_message", json!({"to": "#general", "text": "hi"}));
+    assert_eq!(
+        (d.reasons[0].code.as_str(), d.reasons[0].message.as_str()),
+        ("oap.recipient_not_allowed", "Recipient '#general' is not in allowed list")
+    );
+    assert_eq!(d.policy_id.as_deref(), Some("messaging.message.send.v1"));
+    assert_eq!(code(&*p, "slack_post_message", json!({"to": "#ops"})), "allow");
+    assert_eq!(code(&*p, "slack_post_message", json!({"to": "#ops"})), "allow");
+    assert_eq!(code(&*p, "slack_post_message", json!({"to": "#ops"})), "oap.rate_limit_exceeded");
+
+    // The generator's fetch limit is max_requests_per_min.
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&generated_passport(dir.path(), |p| {
+        p["limits"]["web.fetch"]["max_requests_per_min"] = json!(1);
+    }));
+    assert_eq!(code(&*p, "web_fetch", json!({"url": "https://docs.rs/"})), "allow");
+    assert_eq!(code(&*p, "web_fetch", json!({"url": "https://docs.rs/"})), "oap.rate_limit_exceeded");
+
+    // `messaging.message.send` satisfies the pack's `messaging.send`, as in APort.
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&generated_passport(dir.path(), |p| {
+        p["capabilities"] = json!([{"id": "messaging.message.send"}]);
+    }));
+    assert_eq!(code(&*p, "slack_post_message", json!({"to": "#ops"})), "allow");
+    assert_eq!(code(&*p, "bash", json!({"command": "ls"})), "oap.unknown_capability");
+}
+
 #[test]
 fn an_allowed_call_names_its_pack_and_a_denied_one_says_why() {
     let dir = tempfile::tempdir().unwrap();

@@ -100,7 +100,7 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
         .into_iter()
         .find(|p| matches_pattern(&normal, p))
     {
-        return Err(deny("oap.blocked_pattern", format!("command matches blocked pattern '{pattern}'")));
+        return Err(deny("oap.blocked_pattern", format!("Command contains blocked pattern: {pattern}")));
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 pub mod command;
 pub mod files;
 pub mod mcp;
+pub mod messaging;
 pub mod web;
 
 use serde_json::{Map, Value};
