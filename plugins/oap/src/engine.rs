@@ -192,10 +192,7 @@ impl Engine {
         let hard = |denial: Denial, policy_id: Option<String>| Failure { denial, hard: true, policy_id };
         if !valid_tool_name(tool) {
             return Err(hard(
-                deny(
-                    "oap.invalid_tool_name",
-                    format!("tool name {tool:?} is not 1-128 characters of letters, digits, '.', '_' or '-'"),
-                ),
+                deny("oap.invalid_tool_name", "Tool name contains invalid characters or format"),
                 None,
             ));
         }
@@ -215,20 +212,20 @@ impl Engine {
             request.tool_input_json.len().saturating_sub(written_text_len(&args, provisional.as_deref()));
         if counted > MAX_CONTEXT_BYTES {
             return Err(hard(
-                deny(
-                    "oap.context_too_large",
-                    format!("the tool arguments are {counted} bytes, over the limit of {MAX_CONTEXT_BYTES}"),
-                ),
+                deny("oap.context_too_large", "Context JSON exceeds maximum size"),
                 provisional,
             ));
         }
 
         let file = self.passport_file(request);
         let passport = self.passports.get(&file).map_err(|e| match e {
-            PassportError::NotFound(_) => hard(
+            PassportError::NotFound(path) => hard(
                 deny(
                     "oap.passport_not_found",
-                    format!("{e}; set passport_path in the provider config or guardrails.passport"),
+                    format!(
+                        "Passport file not found at {}. Create one with aport-create-passport.sh",
+                        path.display()
+                    ),
                 ),
                 provisional.clone(),
             ),
@@ -243,7 +240,10 @@ impl Engine {
             return Err(hard(
                 deny(
                     "oap.passport_suspended",
-                    format!("passport {} is {}", passport.id, passport.status.as_str()),
+                    format!(
+                        "Passport status is '{}', not 'active'. Agent suspended.",
+                        passport.status.as_str()
+                    ),
                 ),
                 provisional,
             ));
@@ -267,7 +267,7 @@ impl Engine {
             return Err(Failure {
                 denial: deny(
                     "oap.unknown_capability",
-                    format!("tool '{tool}' maps to no policy pack; map it with tool_mapping"),
+                    format!("Tool '{tool}' is not mapped to a policy pack"),
                 ),
                 hard: false,
                 policy_id: None,
@@ -284,7 +284,7 @@ impl Engine {
             return Err(Failure::soft(
                 deny(
                     "oap.unknown_capability",
-                    format!("passport {} lacks capability {missing}, which {pack} requires", passport.id),
+                    format!("Passport does not have required capability '{missing}' for policy '{pack}'"),
                 ),
                 &pack,
             ));
@@ -369,7 +369,16 @@ impl Engine {
         if self.rates.admit(&format!("{}\u{0}{pack}", passport.id), per_minute) {
             Ok(())
         } else {
-            Err(deny("oap.rate_limit_exceeded", format!("more than {per_minute} calls per minute ({key})")))
+            let message = if WEB_RATE_KEYS.contains(&key) {
+                format!(
+                    "Web fetch rate limit exceeded: {per_minute} requests in the last minute, max {per_minute}"
+                )
+            } else {
+                format!(
+                    "Rate limit exceeded: {per_minute} calls in the last minute, max {per_minute} ({key})"
+                )
+            };
+            Err(deny("oap.rate_limit_exceeded", message))
         }
     }
 }

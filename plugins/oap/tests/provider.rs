@@ -394,10 +394,7 @@ fn an_allowed_call_names_its_pack_and_a_denied_one_says_why() {
     assert_eq!(allowed.policy_id.as_deref(), Some("system.command.execute.v1"));
     let denied = decide(&*p, "bash", json!({"command": "curl https://x"}));
     assert_eq!(denied.policy_id.as_deref(), Some("system.command.execute.v1"));
-    assert!(
-        denied.reasons[0].message.starts_with("command 'curl' is not in allowed_commands (mkdir, ls"),
-        "{denied:?}"
-    );
+    assert!(denied.reasons[0].message == "Command 'curl https://x' is not in allowed list", "{denied:?}");
 }
 
 #[test]
@@ -493,7 +490,7 @@ fn suspending_the_passport_denies_the_next_call_and_reactivating_allows_again() 
     write_passport(&path, "suspended");
     let denied = decide(&*p, "bash", json!({"command": "ls"}));
     assert_eq!(denied.reasons[0].code, "oap.passport_suspended");
-    assert_eq!(denied.reasons[0].message, "passport deerflow-everyday is suspended");
+    assert_eq!(denied.reasons[0].message, "Passport status is 'suspended', not 'active'. Agent suspended.");
     write_passport(&path, "revoked");
     assert_eq!(code(&*p, "bash", json!({"command": "ls"})), "oap.passport_suspended");
     write_passport(&path, "active");
@@ -742,4 +739,114 @@ fn limits_on_a_pack_without_its_policy_are_not_ignored() {
     let d = decide(&*unlimited, "task", json!({"prompt": "x"}));
     assert!(d.allow);
     assert_eq!(d.metadata["limits_checked"], false);
+}
+
+/// APort's denial texts (from its local evaluator, `aport-guardrail-bash.sh`
+/// and `lib/validation.sh` of aport-agent-guardrails 1.0.36), for every
+/// code both produce: each case is a call that must be denied with exactly
+/// that text. DeerFlow's documentation quotes these.
+#[test]
+fn denials_carry_aports_own_texts() {
+    let dir = tempfile::tempdir().unwrap();
+    let strict = own_passport(
+        dir.path(),
+        "strict",
+        &["system.command.execute", "data.file.read", "data.file.write", "web.fetch", "mcp.tool.execute"],
+        json!({
+            "system.command.execute": {"allowed_commands": ["ls", "git"], "blocked_patterns": ["rm -rf"],
+                                       "max_execution_time": 60},
+            "data.file.read": {"allowed_paths": ["/tmp/"], "blocked_patterns": ["**/*.bak"], "max_file_size_mb": 1},
+            "data.file.write": {"allowed_paths": ["/tmp/"], "blocked_paths": ["/tmp/locked/"],
+                                "allowed_extensions": [".md"], "max_file_size_mb": 1},
+            "web.fetch": {"blocked_domains": ["pastebin.com"], "allowed_domains": ["docs.rs", "pastebin.com"],
+                          "allowed_methods": ["GET"]},
+            "mcp.tool.execute": {"allowed_servers": ["github"], "allowed_tools": ["create_issue"], "max_timeout": 30}
+        }),
+    );
+    let any = own_passport(
+        dir.path(),
+        "any",
+        &["system.command.execute"],
+        json!({"system.command.execute": {"allowed_commands": ["*"]}}),
+    );
+    let big = "x".repeat(2 << 20);
+    let table: &[(&Path, &str, Value, &str, &str)] = &[
+        (&strict, "bad tool", json!({}), "oap.invalid_tool_name", "Tool name contains invalid characters or format"),
+        (&strict, "bash", json!({"command": "ls", "note": "x".repeat(101 << 10)}), "oap.context_too_large",
+         "Context JSON exceeds maximum size"),
+        (&strict, "frobnicate", json!({}), "oap.unknown_capability", "Tool 'frobnicate' is not mapped to a policy pack"),
+        (&strict, "task", json!({}), "oap.unknown_capability",
+         "Passport does not have required capability 'agent.session.create' for policy 'agent.session.create.v1'"),
+        (&strict, "bash", json!({"command": "ls"}), "oap.missing_required_context",
+         "Command timeout evidence is required when max_execution_time is configured"),
+        (&strict, "bash", json!({"command": "ls", "timeout": 61}), "oap.timeout_exceeded",
+         "Command timeout exceeds max_execution_time"),
+        (&strict, "bash", json!({"command": "ls `id`", "timeout": 1}), "oap.command_injection_detected",
+         "Command contains potentially dangerous characters"),
+        (&strict, "bash", json!({"command": "ls; id", "timeout": 1}), "oap.command_chain_unsupported",
+         "Command contains shell control operators that cannot be safely authorized against a local command allowlist"),
+        (&strict, "bash", json!({"command": "curl x", "timeout": 1}), "oap.command_not_allowed",
+         "Command 'curl x' is not in allowed list"),
+        (&strict, "bash", json!({"command": "git rm -rf x", "timeout": 1}), "oap.blocked_pattern",
+         "Command contains blocked pattern: rm -rf"),
+        (&any, "bash", json!({"command": "rm -rf /"}), "oap.dangerous_operation",
+         "Destructive file operation: rm -rf / or rm -rf /*"),
+        (&any, "bash", json!({"command": "dd if=/dev/sda of=x"}), "oap.dangerous_operation",
+         "Dangerous disk operation: dd if=/dev/"),
+        (&any, "bash", json!({"command": "mkfs.ext4 /dev/sda"}), "oap.dangerous_operation", "Filesystem creation: mkfs"),
+        (&any, "bash", json!({"command": "curl x | sh"}), "oap.dangerous_operation",
+         "Download-and-execute pattern detected"),
+        (&any, "bash", json!({"command": ":(){ :|:& };:"}), "oap.dangerous_operation", "Fork bomb detected"),
+        (&strict, "read_file", json!({}), "oap.missing_file_path", "File read context must include file_path"),
+        (&strict, "write_file", json!({"content": "x"}), "oap.missing_file_path",
+         "File write context must include file_path"),
+        (&strict, "read_file", json!({"path": "/"}), "oap.metadata_enumeration_unsupported",
+         "Directory reads cannot be safely authorized by the local file-read policy"),
+        (&strict, "read_file", json!({"path": "/tmp/.env"}), "oap.blocked_pattern",
+         "File path matches default sensitive read pattern"),
+        (&strict, "read_file", json!({"path": "/etc/hosts"}), "oap.path_not_allowed",
+         "File path '/etc/hosts' is not in allowed list"),
+        (&strict, "read_file", json!({"path": "/tmp/a.bak"}), "oap.blocked_pattern",
+         "File path matches blocked pattern: **/*.bak"),
+        (&strict, "write_file", json!({"path": "/tmp/a.md", "content": big}), "oap.file_too_large",
+         "File write content exceeds max_file_size"),
+        (&strict, "write_file", json!({"path": "/tmp/locked/a.md", "content": "x"}), "oap.path_blocked",
+         "Writing to system directory is not allowed: /tmp/locked/"),
+        (&strict, "write_file", json!({"path": "/tmp/a.sh", "content": "x"}), "oap.extension_not_allowed",
+         "File extension .sh is not allowed"),
+        (&strict, "web_fetch", json!({}), "oap.missing_required_context",
+         "Web fetch context must include url or domain for local enforcement"),
+        (&strict, "web_fetch", json!({"url": "ftp://docs.rs/"}), "oap.invalid_url", "URL must be an absolute http(s) URL"),
+        (&strict, "web_fetch", json!({"url": "http://127.0.0.1/"}), "oap.private_network_destination",
+         "Private network destination '127.0.0.1' is blocked"),
+        (&strict, "web_fetch", json!({"url": "https://pastebin.com/x"}), "oap.domain_blocked",
+         "Domain 'pastebin.com' is blocked"),
+        (&strict, "web_fetch", json!({"url": "https://example.org/"}), "oap.domain_not_allowed",
+         "Domain 'example.org' is not in allowed list"),
+        (&strict, "web_fetch", json!({"url": "https://docs.rs/", "method": "POST"}), "oap.method_not_allowed",
+         "HTTP method 'POST' is not in allowed list"),
+        (&strict, "mcp__slack__post", json!({}), "oap.mcp_server_not_allowed", "MCP server 'slack' is not in allowed list"),
+        (&strict, "mcp__github__delete_repo", json!({}), "oap.mcp_tool_not_allowed",
+         "MCP tool 'delete_repo' is not in allowed list"),
+        (&strict, "mcp__github__create_issue", json!({"timeout": 31}), "oap.timeout_exceeded",
+         "MCP timeout exceeds max_timeout"),
+    ];
+    for (passport, tool, args, code, message) in table {
+        let d = decide(&*with_passport(passport), tool, args.clone());
+        assert!(!d.allow, "{tool} {args} was allowed");
+        assert_eq!((d.reasons[0].code.as_str(), d.reasons[0].message.as_str()), (*code, *message), "{tool}");
+    }
+    // The passport's own failures.
+    let missing = dir.path().join("gone.json");
+    std::fs::copy(&any, &missing).unwrap();
+    let p = with_passport(&missing);
+    std::fs::remove_file(&missing).unwrap();
+    let d = decide(&*p, "bash", json!({"command": "ls"}));
+    assert_eq!(
+        d.reasons[0].message,
+        format!("Passport file not found at {}. Create one with aport-create-passport.sh", missing.display())
+    );
+    let revoked = passport_with(dir.path(), |p| p["status"] = json!("revoked"));
+    let d = decide(&*with_passport(&revoked), "bash", json!({"command": "ls"}));
+    assert_eq!(d.reasons[0].message, "Passport status is 'revoked', not 'active'. Agent suspended.");
 }

@@ -65,14 +65,11 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
             None => {
                 return Err(deny(
                     "oap.missing_required_context",
-                    format!("a `timeout` is required: the passport limits execution to {max} s"),
+                    "Command timeout evidence is required when max_execution_time is configured",
                 ))
             }
             Some(timeout) if timeout > max => {
-                return Err(deny(
-                    "oap.timeout_exceeded",
-                    format!("timeout {timeout} s exceeds the passport's max_execution_time of {max} s"),
-                ))
+                return Err(deny("oap.timeout_exceeded", "Command timeout exceeds max_execution_time"))
             }
             Some(_) => {}
         }
@@ -88,13 +85,11 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
     if !any_command {
         // With an allowlist, the allowed command must be all that runs:
         // no chaining, grouping, substitution or redirection.
-        if let Some(construct) = first_control(command) {
+        if first_control(command).is_some() {
             return Err(deny(
                 "oap.command_chain_unsupported",
-                format!(
-                    "{construct:?} (chaining, grouping, substitution or redirection) is not allowed with a \
-                     command allowlist; run one allowed command per call"
-                ),
+                "Command contains shell control operators that cannot be safely authorized against a local \
+                 command allowlist",
             ));
         }
         let starts_with_allowed = allowed.iter().any(|a| {
@@ -104,18 +99,15 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
                 && command[a.len()..].chars().next().is_none_or(char::is_whitespace)
         });
         if !starts_with_allowed {
-            let first = command.split_whitespace().next().unwrap_or_default();
-            let message = if allowed.is_empty() {
-                format!("command '{first}' is not allowed: the passport allows no commands")
-            } else {
-                format!("command '{first}' is not in allowed_commands ({})", allowed.join(", "))
-            };
-            return Err(deny("oap.command_not_allowed", message));
+            return Err(deny(
+                "oap.command_not_allowed",
+                format!("Command '{command}' is not in allowed list"),
+            ));
         }
     }
     let normal = normalize(command);
     if let Some(what) = dangerous_operation(&normal) {
-        return Err(deny("oap.dangerous_operation", format!("dangerous operation blocked: {what}")));
+        return Err(deny("oap.dangerous_operation", what));
     }
     if let Some(pattern) = limits
         .strings("blocked_patterns")
@@ -189,15 +181,15 @@ fn basename(word: &str) -> &str {
 fn dangerous_operation(text: &str) -> Option<&'static str> {
     let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     if compact.contains(":(){:|:&};:") {
-        return Some("fork bomb");
+        return Some("Fork bomb detected");
     }
     if compact.contains("ddif=/dev/") {
-        return Some("dd from a device");
+        return Some("Dangerous disk operation: dd if=/dev/");
     }
     let separators = |c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')');
     let words: Vec<&str> = text.split(separators).filter(|w| !w.is_empty()).collect();
     if words.iter().any(|w| basename(w).starts_with("mkfs")) {
-        return Some("mkfs (formatting a file system)");
+        return Some("Filesystem creation: mkfs");
     }
     for (i, word) in words.iter().enumerate() {
         if basename(word) != "rm" {
@@ -214,7 +206,7 @@ fn dangerous_operation(text: &str) -> Option<&'static str> {
             )
         });
         if recursive && force && root {
-            return Some("rm -rf on the root or home directory");
+            return Some("Destructive file operation: rm -rf / or rm -rf /*");
         }
     }
     // A download piped into an interpreter, at any later stage of the pipe.
@@ -227,7 +219,7 @@ fn dangerous_operation(text: &str) -> Option<&'static str> {
             let program =
                 later.split_whitespace().find(|w| *w != "sudo" && !w.starts_with('-') && !w.contains('='));
             if program.map(basename).is_some_and(|p| SHELLS.contains(&p)) {
-                return Some("a download piped into a shell");
+                return Some("Download-and-execute pattern detected");
             }
         }
     }
