@@ -66,8 +66,9 @@ fn expand_home(path: &str) -> PathBuf {
 
 /// Loads every pack of `dir`: `<dir>/<name>/policy.json` and `<dir>/*.json`.
 fn load_packs(dir: &Path) -> Result<HashMap<String, Arc<GenericPack>>, String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("policies_dir {} cannot be read: {e}", dir.display()))?;
+    let shown = crate::passport::full(dir);
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("policies_dir {} cannot be read: {e}", shown.display()))?;
     let mut files: Vec<PathBuf> = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
@@ -89,7 +90,7 @@ fn load_packs(dir: &Path) -> Result<HashMap<String, Arc<GenericPack>>, String> {
     if packs.is_empty() {
         return Err(format!(
             "policies_dir {} holds no policy packs (<pack>/policy.json or <pack>.json)",
-            dir.display()
+            shown.display()
         ));
     }
     Ok(packs)
@@ -224,7 +225,7 @@ impl Engine {
                     "oap.passport_not_found",
                     format!(
                         "Passport file not found at {}. Create one with aport-create-passport.sh",
-                        path.display()
+                        crate::passport::full(&path).display()
                     ),
                 ),
                 provisional.clone(),

@@ -98,11 +98,20 @@ pub enum PassportError {
 impl fmt::Display for PassportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PassportError::NotFound(path) => write!(f, "no passport at {}", path.display()),
+            PassportError::NotFound(path) => write!(f, "no passport at {}", full(path).display()),
             PassportError::Invalid { path, message } => {
-                write!(f, "passport {} is invalid: {message}", path.display())
+                write!(f, "passport {} is invalid: {message}", full(path).display())
             }
         }
+    }
+}
+
+/// The full path tried for `path` (a relative one joined to the current
+/// directory, without touching the file system), for error messages.
+pub fn full(path: &Path) -> std::borrow::Cow<'_, Path> {
+    match std::path::absolute(path) {
+        Ok(absolute) if absolute != path => absolute.into(),
+        _ => path.into(),
     }
 }
 

@@ -580,6 +580,27 @@ fn config_errors_name_the_key() {
             "passport_path: no passport at /no/such/passport.json",
         ),
         (json!({"policies_dir": "/no/such/dir"}), "policies_dir /no/such/dir cannot be read"),
+        // A relative path is named in full.
+        (
+            json!({"passport_path": "no-such-dir/passport.json"}),
+            &*Box::leak(
+                format!(
+                    "passport_path: no passport at {}",
+                    std::env::current_dir().unwrap().join("no-such-dir/passport.json").display()
+                )
+                .into_boxed_str(),
+            ),
+        ),
+        (
+            json!({"policies_dir": "no-such-policies"}),
+            &*Box::leak(
+                format!(
+                    "policies_dir {} cannot be read",
+                    std::env::current_dir().unwrap().join("no-such-policies").display()
+                )
+                .into_boxed_str(),
+            ),
+        ),
     ];
     for (config, expected) in cases {
         let error = try_provider(config.clone()).err().unwrap_or_else(|| panic!("{config} was accepted"));
