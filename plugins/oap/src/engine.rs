@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::config::{Config, Mode};
 use crate::generic::{GenericPack, GenericState, RuleSupport, Verdict};
 use crate::mapping::{self, Route};
-use crate::packs::{self, command, deny, files, mcp, web, Denial, Limits};
+use crate::packs::{self, command, deny, files, mcp, messaging, web, Denial, Limits};
 use crate::passport::{Passport, PassportError, PassportStore, Status, SPEC_VERSION};
 use crate::rate::RateLimiter;
 
@@ -66,8 +66,9 @@ fn expand_home(path: &str) -> PathBuf {
 
 /// Loads every pack of `dir`: `<dir>/<name>/policy.json` and `<dir>/*.json`.
 fn load_packs(dir: &Path) -> Result<HashMap<String, Arc<GenericPack>>, String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("policies_dir {} cannot be read: {e}", dir.display()))?;
+    let shown = crate::passport::full(dir);
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("policies_dir {} cannot be read: {e}", shown.display()))?;
     let mut files: Vec<PathBuf> = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
@@ -89,7 +90,7 @@ fn load_packs(dir: &Path) -> Result<HashMap<String, Arc<GenericPack>>, String> {
     if packs.is_empty() {
         return Err(format!(
             "policies_dir {} holds no policy packs (<pack>/policy.json or <pack>.json)",
-            dir.display()
+            shown.display()
         ));
     }
     Ok(packs)
@@ -192,10 +193,7 @@ impl Engine {
         let hard = |denial: Denial, policy_id: Option<String>| Failure { denial, hard: true, policy_id };
         if !valid_tool_name(tool) {
             return Err(hard(
-                deny(
-                    "oap.invalid_tool_name",
-                    format!("tool name {tool:?} is not 1-128 characters of letters, digits, '.', '_' or '-'"),
-                ),
+                deny("oap.invalid_tool_name", "Tool name contains invalid characters or format"),
                 None,
             ));
         }
@@ -215,20 +213,20 @@ impl Engine {
             request.tool_input_json.len().saturating_sub(written_text_len(&args, provisional.as_deref()));
         if counted > MAX_CONTEXT_BYTES {
             return Err(hard(
-                deny(
-                    "oap.context_too_large",
-                    format!("the tool arguments are {counted} bytes, over the limit of {MAX_CONTEXT_BYTES}"),
-                ),
+                deny("oap.context_too_large", "Context JSON exceeds maximum size"),
                 provisional,
             ));
         }
 
         let file = self.passport_file(request);
         let passport = self.passports.get(&file).map_err(|e| match e {
-            PassportError::NotFound(_) => hard(
+            PassportError::NotFound(path) => hard(
                 deny(
                     "oap.passport_not_found",
-                    format!("{e}; set passport_path in the provider config or guardrails.passport"),
+                    format!(
+                        "Passport file not found at {}. Create one with aport-create-passport.sh",
+                        crate::passport::full(&path).display()
+                    ),
                 ),
                 provisional.clone(),
             ),
@@ -243,7 +241,10 @@ impl Engine {
             return Err(hard(
                 deny(
                     "oap.passport_suspended",
-                    format!("passport {} is {}", passport.id, passport.status.as_str()),
+                    format!(
+                        "Passport status is '{}', not 'active'. Agent suspended.",
+                        passport.status.as_str()
+                    ),
                 ),
                 provisional,
             ));
@@ -267,7 +268,7 @@ impl Engine {
             return Err(Failure {
                 denial: deny(
                     "oap.unknown_capability",
-                    format!("tool '{tool}' maps to no policy pack; map it with tool_mapping"),
+                    format!("Tool '{tool}' is not mapped to a policy pack"),
                 ),
                 hard: false,
                 policy_id: None,
@@ -284,7 +285,7 @@ impl Engine {
             return Err(Failure::soft(
                 deny(
                     "oap.unknown_capability",
-                    format!("passport {} lacks capability {missing}, which {pack} requires", passport.id),
+                    format!("Passport does not have required capability '{missing}' for policy '{pack}'"),
                 ),
                 &pack,
             ));
@@ -293,19 +294,22 @@ impl Engine {
         let limits = Limits(passport.limits_of(packs::limits_key(&pack)));
         let limit_paths = |p: &str| passport.resolved_path(p, files::resolve);
         let checked = match &route {
-            Route::WebSearch => web::check_search(&args)
-                .and_then(|()| self.rate(&passport, &pack, limits, "max_requests_per_minute")),
+            Route::WebSearch => {
+                web::check_search(&args).and_then(|()| self.rate(&passport, &pack, limits, WEB_RATE_KEYS))
+            }
             Route::Listing => files::check(&args, limits, files::Access::List, &limit_paths),
             Route::Mcp { server, tool } => mcp::check(&args, limits, Some((server, tool)))
-                .and_then(|()| self.rate(&passport, &pack, limits, "max_calls_per_minute")),
+                .and_then(|()| self.rate(&passport, &pack, limits, &["max_calls_per_minute"])),
             Route::Pack(id) => match id.as_str() {
                 "system.command.execute.v1" => command::check(&args, limits),
                 "data.file.read.v1" => files::check(&args, limits, files::Access::Read, &limit_paths),
                 "data.file.write.v1" => files::check(&args, limits, files::Access::Write, &limit_paths),
                 "web.fetch.v1" => web::check_fetch(&args, limits)
-                    .and_then(|()| self.rate(&passport, &pack, limits, "max_requests_per_minute")),
+                    .and_then(|()| self.rate(&passport, &pack, limits, WEB_RATE_KEYS)),
                 "mcp.tool.execute.v1" => mcp::check(&args, limits, None)
-                    .and_then(|()| self.rate(&passport, &pack, limits, "max_calls_per_minute")),
+                    .and_then(|()| self.rate(&passport, &pack, limits, &["max_calls_per_minute"])),
+                "messaging.message.send.v1" if generic.is_none() => messaging::check(&args, limits)
+                    .and_then(|()| self.rate(&passport, &pack, limits, &["msgs_per_min"])),
                 _ => self.generic(&passport, &pack, &required, generic.map(Arc::as_ref), &args, metadata),
             },
         };
@@ -326,9 +330,11 @@ impl Engine {
         args: &Map<String, Value>,
         metadata: &mut Map<String, Value>,
     ) -> packs::Checked {
+        // Limits count when they say something: the generator's
+        // `"agent.session.create": {}` sets none.
         let limited = std::iter::once(packs::limits_key(pack))
             .chain(required.iter().copied())
-            .any(|k| passport.limits.contains_key(k));
+            .any(|k| passport.limits_of(k).is_some_and(|l| !l.is_empty()));
         let Some(generic) = generic else {
             if limited {
                 return Err(deny(
@@ -356,16 +362,31 @@ impl Engine {
         }
     }
 
-    /// Applies a per-minute limit, if the passport sets one.
-    fn rate(&self, passport: &Passport, pack: &str, limits: Limits<'_>, key: &str) -> packs::Checked {
-        let Some(per_minute) = limits.number(key) else { return Ok(()) };
+    /// Applies a per-minute limit: the first of `keys` the passport sets.
+    fn rate(&self, passport: &Passport, pack: &str, limits: Limits<'_>, keys: &[&str]) -> packs::Checked {
+        let Some((key, per_minute)) = keys.iter().find_map(|k| Some((*k, limits.number(k)?))) else {
+            return Ok(());
+        };
         if self.rates.admit(&format!("{}\u{0}{pack}", passport.id), per_minute) {
             Ok(())
         } else {
-            Err(deny("oap.rate_limit_exceeded", format!("more than {per_minute} calls per minute ({key})")))
+            let message = if WEB_RATE_KEYS.contains(&key) {
+                format!(
+                    "Web fetch rate limit exceeded: {per_minute} requests in the last minute, max {per_minute}"
+                )
+            } else {
+                format!(
+                    "Rate limit exceeded: {per_minute} calls in the last minute, max {per_minute} ({key})"
+                )
+            };
+            Err(deny("oap.rate_limit_exceeded", message))
         }
     }
 }
+
+/// The keys of a fetch's per-minute limit, in APort's order (its generator
+/// writes `max_requests_per_min`).
+const WEB_RATE_KEYS: &[&str] = &["max_requests_per_min", "max_requests_per_minute"];
 
 /// APort's tool-name rule: 1 to 128 of `A-Z a-z 0-9 . _ -`.
 fn valid_tool_name(tool: &str) -> bool {

@@ -39,6 +39,8 @@ pub mod mapping;
 pub mod packs;
 pub mod passport;
 pub mod rate;
+#[cfg(test)]
+pub(crate) mod testdata;
 
 use guardhost_abi::{Decision, Provider, ProviderError, Request};
 

@@ -299,14 +299,11 @@ const DEERFLOW_TOOLS: &[&str] =
 mod tests {
     use super::*;
 
-    fn shared(path: &str) -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oap").join(path)
-    }
-
     #[test]
     fn the_table_is_aports_own() {
         // The rules above, compared with APort's published mapping file.
-        let text = std::fs::read_to_string(shared("tool-pack-mapping.json")).unwrap();
+        let Some(data) = crate::testdata::root("mapping::tests::the_table_is_aports_own") else { return };
+        let text = std::fs::read_to_string(crate::testdata::path(&data, "tool-pack-mapping.json")).unwrap();
         let mapping: serde_json::Value = serde_json::from_str(&text).unwrap();
         let rules = mapping["rules"].as_array().unwrap();
         assert_eq!(rules.len(), APORT_RULES.len());

@@ -65,8 +65,13 @@ pub struct Passport {
     pub assurance_level: String,
     /// `capabilities[].id`.
     pub capabilities: Vec<String>,
-    /// `limits`, keyed by capability id.
+    /// `limits`, keyed by capability id (values of any type: APort's
+    /// generator also writes flat keys here, see [`FLAT_LIMITS`]).
     pub limits: Map<String, Value>,
+    /// The limits of each pack in [`FLAT_LIMITS`] that has no object of its
+    /// own in `limits`, gathered from the flat keys (built once per version
+    /// of the passport).
+    flat_limits: HashMap<&'static str, Map<String, Value>>,
     /// The whole document.
     pub document: Value,
     /// Paths named in the limits (`allowed_paths`, `blocked_paths`),
@@ -93,11 +98,20 @@ pub enum PassportError {
 impl fmt::Display for PassportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PassportError::NotFound(path) => write!(f, "no passport at {}", path.display()),
+            PassportError::NotFound(path) => write!(f, "no passport at {}", full(path).display()),
             PassportError::Invalid { path, message } => {
-                write!(f, "passport {} is invalid: {message}", path.display())
+                write!(f, "passport {} is invalid: {message}", full(path).display())
             }
         }
+    }
+}
+
+/// The full path tried for `path` (a relative one joined to the current
+/// directory, without touching the file system), for error messages.
+pub fn full(path: &Path) -> std::borrow::Cow<'_, Path> {
+    match std::path::absolute(path) {
+        Ok(absolute) if absolute != path => absolute.into(),
+        _ => path.into(),
     }
 }
 
@@ -131,6 +145,65 @@ const TYPED: &[(&str, &str)] = &[
     ("version", "string"),
 ];
 
+/// Packs whose limits APort's evaluator also reads from flat keys at the top
+/// of `limits` when the passport has no `limits[<pack>]` object: its
+/// generator (`aport setup`, `aport-create-passport.sh`) writes messaging
+/// limits that way (`"msgs_per_min": 5, "allowed_recipients": ["*"]`), and
+/// its API accepts the others so. Per pack, the keys it gathers.
+pub const FLAT_LIMITS: &[(&str, &[&str])] = &[
+    ("messaging.message.send", &["msgs_per_min", "msgs_per_day", "allowed_recipients", "approval_required"]),
+    (
+        "code.repository.merge",
+        &[
+            "max_prs_per_day",
+            "max_merges_per_day",
+            "max_pr_size_kb",
+            "allowed_repos",
+            "allowed_base_branches",
+            "allowed_paths",
+            "require_review",
+            "daily_repo_pushes",
+        ],
+    ),
+    ("code.release.publish", &["allowed_repos", "allowed_extensions"]),
+    ("mcp.tool.execute", &["allowed_servers", "allowed_tools", "allowed_tool_prefixes", "max_timeout"]),
+    (
+        "media.image.generate",
+        &[
+            "allowed_providers",
+            "max_prompt_length",
+            "max_referenced_images",
+            "max_output_images",
+            "allowed_output_formats",
+        ],
+    ),
+    (
+        "web.fetch",
+        &[
+            "allowed_domains",
+            "blocked_domains",
+            "allowed_methods",
+            "max_requests_per_min",
+            "max_requests_per_minute",
+        ],
+    ),
+    (
+        "web.browser",
+        &[
+            "allowed_domains",
+            "blocked_domains",
+            "allowed_actions",
+            "max_screenshots_per_hour",
+            "allow_form_submission",
+        ],
+    ),
+];
+
+/// Capabilities APort's evaluator accepts for another: a pack requiring the
+/// first is satisfied by a passport listing the second.
+const CAPABILITY_ALIASES: &[(&str, &str)] =
+    &[("messaging.send", "messaging.message.send"), ("repo.release", "release")];
+
 fn has_type(value: &Value, expected: &str) -> bool {
     match expected {
         "string" => value.is_string(),
@@ -152,7 +225,11 @@ impl Passport {
         }
         for (field, expected) in REQUIRED.iter().chain(TYPED) {
             if let Some(value) = map.get(*field).filter(|v| !has_type(v, expected)) {
-                return Err(format!("field `{field}` must be a {expected}, found {}", json_type(value)));
+                let article = if expected.starts_with('o') { "an" } else { "a" };
+                return Err(format!(
+                    "field `{field}` must be {article} {expected}, found {}",
+                    json_type(value)
+                ));
             }
         }
         let text = |field: &str| map.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -183,15 +260,24 @@ impl Passport {
                 }
             }
         }
+        // As in APort's evaluator, an entry of `limits` may be of any type:
+        // its generator writes flat keys (a number, a list) next to the
+        // per-capability objects. A pack reads `limits[<pack>]` when it is
+        // an object, else its flat keys ([`FLAT_LIMITS`]), else nothing.
         let limits = map["limits"].as_object().cloned().unwrap_or_default();
-        for (capability, value) in &limits {
-            if !value.is_object() {
-                return Err(format!(
-                    "field `limits.{capability}` must be an object, found {}",
-                    json_type(value)
-                ));
-            }
-        }
+        let flat_limits = FLAT_LIMITS
+            .iter()
+            .filter(|(pack, _)| !limits.get(*pack).is_some_and(Value::is_object))
+            .filter_map(|(pack, keys)| {
+                let found: Map<String, Value> = keys
+                    .iter()
+                    .filter_map(|k| {
+                        limits.get(*k).filter(|v| !v.is_null()).map(|v| ((*k).to_owned(), v.clone()))
+                    })
+                    .collect();
+                (!found.is_empty()).then_some((*pack, found))
+            })
+            .collect();
         if let Some((i, region)) = map
             .get("regions")
             .and_then(Value::as_array)
@@ -211,6 +297,7 @@ impl Passport {
             assurance_level: text("assurance_level"),
             capabilities,
             limits,
+            flat_limits,
             document,
             resolved_paths: RwLock::default(),
         })
@@ -235,14 +322,19 @@ impl Passport {
         read(path).1
     }
 
-    /// Whether the passport lists a capability.
+    /// Whether the passport lists a capability, or one APort accepts for it
+    /// (`messaging.message.send` for `messaging.send`, `release` for
+    /// `repo.release`).
     pub fn has_capability(&self, id: &str) -> bool {
-        self.capabilities.iter().any(|c| c == id)
+        let alias = CAPABILITY_ALIASES.iter().find(|(wanted, _)| *wanted == id).map(|(_, alias)| *alias);
+        self.capabilities.iter().any(|c| c == id || Some(c.as_str()) == alias)
     }
 
-    /// The limits of one capability (`limits[<id>]`), if any.
+    /// The limits of one capability: `limits[<id>]` when it is an object,
+    /// else, for the packs of [`FLAT_LIMITS`], the flat keys at the top of
+    /// `limits`; `None` when the passport sets neither.
     pub fn limits_of(&self, capability: &str) -> Option<&Map<String, Value>> {
-        self.limits.get(capability).and_then(Value::as_object)
+        self.limits.get(capability).and_then(Value::as_object).or_else(|| self.flat_limits.get(capability))
     }
 }
 
@@ -392,7 +484,7 @@ mod tests {
                 json!([{"id": "a", "params": 3}]),
                 "field `capabilities[0].params` must be an object",
             ),
-            ("limits", json!({"a": []}), "field `limits.a` must be an object, found a list"),
+            ("limits", json!([]), "field `limits` must be an object, found a list"),
             ("regions", json!(["US", 1]), "field `regions[1]` must be a string, found a number"),
         ];
         for (field, value, expected) in cases {
@@ -410,6 +502,65 @@ mod tests {
         }
         assert_eq!(Passport::from_value(doc).unwrap().id, "(no passport_id)");
         assert!(Passport::from_value(json!([1])).unwrap_err().contains("must be a JSON object"));
+    }
+
+    /// A passport as APort's generator writes it for DeerFlow (`aport setup
+    /// --framework deerflow`): messaging limits as flat keys, a number and a
+    /// list among the per-capability objects, an empty object for sessions.
+    pub(crate) fn generated() -> Value {
+        json!({
+            "passport_id": "0b6c2a8e-generated", "agent_id": "0b6c2a8e-generated", "kind": "template",
+            "spec_version": "oap/1.0", "owner_id": "dev@example.com", "owner_type": "user",
+            "assurance_level": "L0", "status": "active",
+            "capabilities": [{"id": "repo.pr.create"}, {"id": "repo.merge"}, {"id": "system.command.execute"},
+                             {"id": "messaging.send"}, {"id": "data.file.read"}, {"id": "data.file.write"},
+                             {"id": "web.fetch"}, {"id": "agent.session.create"}, {"id": "mcp.tool.execute"}],
+            "limits": {
+                "code.repository.merge": {"max_prs_per_day": 10, "max_merges_per_day": 5, "max_pr_size_kb": 500,
+                                          "allowed_repos": ["*"], "allowed_base_branches": ["*"], "require_review": false},
+                "system.command.execute": {"allowed_commands": ["*"],
+                                           "blocked_patterns": ["rm -rf", "sudo", "chmod 777", "dd if=", "mkfs"]},
+                "msgs_per_min": 5, "msgs_per_day": 100, "allowed_recipients": ["*"], "approval_required": false,
+                "data.file.read": {"allowed_paths": ["*"], "max_file_size_mb": 100},
+                "data.file.write": {"allowed_paths": ["*"], "max_file_size_mb": 50},
+                "web.fetch": {"allowed_domains": ["*"], "blocked_domains": [], "max_requests_per_min": 60},
+                "agent.session.create": {},
+                "mcp.tool.execute": {"allowed_servers": ["*"]}
+            },
+            "regions": ["US", "CA"],
+            "metadata": {"name": "DeerFlow Agent", "created_by": "aport-create-passport.sh"},
+            "never_expires": true, "created_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+            "version": "1.0.0"
+        })
+    }
+
+    #[test]
+    fn a_generated_passport_loads_with_flat_limits_as_aport_reads_them() {
+        let p = Passport::from_value(generated()).unwrap();
+        let messaging = p.limits_of("messaging.message.send").unwrap();
+        assert_eq!(messaging["msgs_per_min"], json!(5));
+        assert_eq!(messaging["allowed_recipients"], json!(["*"]));
+        assert_eq!(messaging.len(), 4);
+        // A pack with an object of its own reads only that object.
+        assert_eq!(p.limits_of("web.fetch").unwrap()["max_requests_per_min"], json!(60));
+        assert!(!p.limits_of("web.fetch").unwrap().contains_key("allowed_recipients"));
+        // Flat keys serve only the packs APort gathers them for.
+        assert!(p.limits_of("msgs_per_min").is_none());
+        assert!(p.limits_of("system.command.execute").unwrap().contains_key("blocked_patterns"));
+        assert!(p.limits_of("web.browser").is_none());
+        assert!(p.limits_of("agent.session.create").unwrap().is_empty());
+        // APort's capability aliases.
+        assert!(p.has_capability("messaging.send"));
+        let mut doc = generated();
+        doc["capabilities"] = json!([{"id": "messaging.message.send"}, {"id": "release"}]);
+        let p = Passport::from_value(doc).unwrap();
+        assert!(p.has_capability("messaging.send") && p.has_capability("repo.release"));
+        assert!(!p.has_capability("messaging.message") && !p.has_capability("web.fetch"));
+        // A nested object wins over flat keys.
+        let mut doc = generated();
+        doc["limits"]["messaging.message.send"] = json!({"allowed_recipients": ["ops"]});
+        let p = Passport::from_value(doc).unwrap();
+        assert_eq!(p.limits_of("messaging.message.send").unwrap().len(), 1);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Per-minute rate limits (`max_requests_per_minute`,
-//! `max_calls_per_minute`), counted in memory per passport and pack over a
+//! Per-minute rate limits (`max_requests_per_min` or `max_requests_per_minute`,
+//! `max_calls_per_minute`, `msgs_per_min`), counted in memory per passport and pack over a
 //! sliding window of 60 seconds. A call counts only when it is allowed.
 
 use std::collections::{HashMap, VecDeque};

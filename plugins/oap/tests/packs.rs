@@ -1,17 +1,17 @@
 //! The published OAP test data, replayed through the provider as the host
 //! loads it: the spec's conformance cases and every policy pack's own
 //! `tests/` (contexts in order → expected decisions), with the packs read
-//! from `policies_dir`.
+//! from `policies_dir`. The data is APort's, read from `GUARDHOST_OAP_DATA`
+//! (see `tests/common/mod.rs`); without it these tests are skipped, with a
+//! notice.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use guardhost::{GuardrailProvider, GuardrailRequest, ProviderSpec, ToolCallRequest};
 use serde_json::{json, Map, Value};
-
-fn shared(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oap").join(path)
-}
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
@@ -20,10 +20,10 @@ fn read_json(path: &Path) -> Value {
 
 /// The provider with every published pack, a passport, and the tool
 /// `pack_under_test` mapped to `pack`.
-fn provider(passport: &Path, pack: &str) -> Arc<dyn GuardrailProvider> {
+fn provider(data: &Path, passport: &Path, pack: &str) -> Arc<dyn GuardrailProvider> {
     let config = json!({
         "passport_path": passport,
-        "policies_dir": shared("policies-repo"),
+        "policies_dir": common::path(data, "policies-repo"),
         "tool_mapping": { "pack_under_test": pack },
     });
     let use_ = format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display());
@@ -83,7 +83,8 @@ fn decide(provider: &dyn GuardrailProvider, context: &Value) -> (bool, String) {
 
 #[test]
 fn the_spec_conformance_cases_decide_as_expected() {
-    let root = shared("spec/conformance/cases");
+    let Some(data) = common::root("the_spec_conformance_cases_decide_as_expected") else { return };
+    let root = common::path(&data, "spec/conformance/cases");
     let mut checked = 0;
     for case in std::fs::read_dir(&root).unwrap().flatten() {
         let dir = case.path();
@@ -96,7 +97,7 @@ fn the_spec_conformance_cases_decide_as_expected() {
             let context = read_json(&dir.join("contexts").join(format!("{name}.json")));
             let pack = expected["policy_id"].as_str().unwrap();
             // A fresh provider per case: the cases are independent.
-            let p = provider(&dir.join("passports/template.json"), pack);
+            let p = provider(&data, &dir.join("passports/template.json"), pack);
             let (allow, code) = decide(&*p, &context);
             let suite = dir.file_name().unwrap().to_string_lossy().into_owned();
             let want = wanted(
@@ -114,7 +115,8 @@ fn the_spec_conformance_cases_decide_as_expected() {
 
 #[test]
 fn every_policy_packs_own_tests_replay_in_order() {
-    let root = shared("policies-repo");
+    let Some(data) = common::root("every_policy_packs_own_tests_replay_in_order") else { return };
+    let root = common::path(&data, "policies-repo");
     let mut packs = 0;
     for entry in std::fs::read_dir(&root).unwrap().flatten() {
         let tests = entry.path().join("tests");
@@ -141,7 +143,7 @@ fn every_policy_packs_own_tests_replay_in_order() {
                 std::fs::rename(&aside, &passport_file).unwrap();
             };
             write(&template);
-            let p = provider(&passport_file, &pack);
+            let p = provider(&data, &passport_file, &pack);
             let expected: Vec<Value> = std::fs::read_to_string(&expected)
                 .unwrap()
                 .lines()

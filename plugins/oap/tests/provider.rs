@@ -1,15 +1,15 @@
 //! The OAP provider as the host runs it: the real cdylib, loaded by
-//! guardhost, with APort's test passports and DeerFlow's tool calls.
+//! guardhost, with passports written here and DeerFlow's tool calls; and,
+//! when `GUARDHOST_OAP_DATA` names APort's data (see `tests/common/mod.rs`),
+//! with APort's own test passports.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use guardhost::{GuardrailDecision, GuardrailProvider, GuardrailRequest, ProviderSpec, ToolCallRequest};
 use serde_json::{json, Map, Value};
-
-fn shared(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oap").join(path)
-}
 
 fn example_passport() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/oap/passport.json")
@@ -196,15 +196,197 @@ fn aports_test_passports_decide_what_their_names_say() {
             "oap.blocked_pattern",
         ),
     ];
+    let Some(data) = common::root("aports_test_passports_decide_what_their_names_say") else { return };
     for (passport, tool, args, expected) in cases {
-        let p = with_passport(&shared(&format!("aport-test-passports/{passport}")));
+        let p = with_passport(&common::path(&data, &format!("aport-test-passports/{passport}")));
         assert_eq!(&code(&*p, tool, args.clone()), expected, "{passport}: {tool} {args}");
     }
 }
 
+/// A passport of our own with `capabilities` and `limits`, in `dir`.
+fn own_passport(dir: &Path, name: &str, capabilities: &[&str], limits: Value) -> PathBuf {
+    let passport = json!({
+        "passport_id": name, "kind": "template", "spec_version": "oap/1.0", "owner_id": "org_test",
+        "owner_type": "org", "status": "active", "assurance_level": "L1",
+        "capabilities": capabilities.iter().map(|c| json!({"id": c})).collect::<Vec<_>>(),
+        "limits": limits, "regions": ["US"], "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z", "version": "1.0.0", "never_expires": true
+    });
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, passport.to_string()).unwrap();
+    path
+}
+
+/// The shapes of APort's unit-test passports (read-only, write-only, any
+/// command with a time limit, a command allowlist), written here, so a
+/// fresh clone checks what the data-driven test above checks.
+#[test]
+fn passports_in_the_shapes_of_aports_decide_as_aport_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = own_passport(
+        dir.path(),
+        "read-only",
+        &["data.file.read"],
+        json!({"data.file.read": {"allowed_paths": ["/tmp/", "/srv/project/"],
+               "blocked_patterns": ["**/.ssh/**", "**/.env", "**/id_rsa*", "**/credentials.json"]}}),
+    );
+    let write = own_passport(
+        dir.path(),
+        "write-only",
+        &["data.file.write"],
+        json!({"data.file.write": {"allowed_paths": ["/tmp/", "/srv/project/"],
+               "blocked_paths": ["/etc/", "/bin/"], "allowed_extensions": [".txt", ".md", ".json"]}}),
+    );
+    let timed = own_passport(
+        dir.path(),
+        "timed",
+        &["system.command.execute"],
+        json!({"system.command.execute": {"allowed_commands": ["*"], "max_execution_time": 300,
+               "blocked_patterns": []}}),
+    );
+    let listed = own_passport(
+        dir.path(),
+        "listed",
+        &["system.command.execute"],
+        json!({"system.command.execute": {"allowed_commands": ["mkdir", "ls", "git", "npm"],
+               "blocked_patterns": ["rm -rf", "sudo"]}}),
+    );
+    let cases: &[(&Path, &str, Value, &str)] = &[
+        (&read, "read_file", json!({"path": "/tmp/notes.txt"}), "allow"),
+        (&read, "read_file", json!({"path": "/etc/passwd"}), "oap.path_not_allowed"),
+        (&read, "read_file", json!({"path": "/tmp/x/.ssh/id_ed25519"}), "oap.blocked_pattern"),
+        (&read, "read_file", json!({"path": "/tmp/app/.env"}), "oap.blocked_pattern"),
+        (&read, "read_file", json!({"path": "/tmp/a/credentials.json"}), "oap.blocked_pattern"),
+        (&read, "read_file", json!({}), "oap.missing_file_path"),
+        (&read, "write_file", json!({"path": "/tmp/a.txt", "content": "x"}), "oap.unknown_capability"),
+        (&read, "bash", json!({"command": "ls"}), "oap.unknown_capability"),
+        (&write, "write_file", json!({"path": "/tmp/out.md", "content": "# hi"}), "allow"),
+        (&write, "write_file", json!({"path": "/tmp/run.sh", "content": "ls"}), "oap.extension_not_allowed"),
+        (&write, "write_file", json!({"path": "/etc/hosts.txt", "content": "x"}), "oap.path_not_allowed"),
+        (&write, "str_replace", json!({"path": "/tmp/a.json", "old_str": "a", "new_str": "b"}), "allow"),
+        (&write, "read_file", json!({"path": "/tmp/a.txt"}), "oap.unknown_capability"),
+        (&timed, "bash", json!({"command": "ls -la", "timeout": 30}), "allow"),
+        (&timed, "bash", json!({"command": "ls -la"}), "oap.missing_required_context"),
+        (&timed, "bash", json!({"command": "make", "timeout": 900}), "oap.timeout_exceeded"),
+        (&timed, "bash", json!({"command": "rm -rf /", "timeout": 5}), "oap.dangerous_operation"),
+        (&timed, "bash", json!({"command": "make && make test", "timeout": 5}), "allow"),
+        (&listed, "bash", json!({"command": "git status"}), "allow"),
+        (&listed, "bash", json!({"command": "curl https://x"}), "oap.command_not_allowed"),
+        (&listed, "bash", json!({"command": "git pull && npm i"}), "oap.command_chain_unsupported"),
+        (&listed, "bash", json!({"command": "mkdir -p a b"}), "allow"),
+        (&listed, "bash", json!({"command": "ls `rm -rf /`"}), "oap.command_injection_detected"),
+        (&listed, "bash", json!({"command": "git rm -rf src"}), "oap.blocked_pattern"),
+        (&listed, "bash", json!({"command": "sudo npm test"}), "oap.command_not_allowed"),
+        (&listed, "read_file", json!({"path": "/tmp/a"}), "oap.unknown_capability"),
+    ];
+    for (passport, tool, args, expected) in cases {
+        let p = with_passport(passport);
+        assert_eq!(&code(&*p, tool, args.clone()), expected, "{}: {tool} {args}", passport.display());
+    }
+}
+
+/// A passport in the shape APort's generator writes for DeerFlow (`aport
+/// setup --framework deerflow`, non-interactive): messaging limits as flat
+/// numbers and lists at the top of `limits`, `max_requests_per_min` for
+/// fetches, an empty object for sessions. Written here, not copied.
+fn generated_passport(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let mut passport = json!({
+        "passport_id": "5d0f3a52-gen", "agent_id": "5d0f3a52-gen", "kind": "template", "spec_version": "oap/1.0",
+        "owner_id": "dev@example.com", "owner_type": "user", "assurance_level": "L0", "status": "active",
+        "capabilities": [{"id": "repo.pr.create"}, {"id": "repo.merge"}, {"id": "system.command.execute"},
+                         {"id": "messaging.send"}, {"id": "data.file.read"}, {"id": "data.file.write"},
+                         {"id": "web.fetch"}, {"id": "agent.session.create"}, {"id": "mcp.tool.execute"}],
+        "limits": {
+            "code.repository.merge": {"max_prs_per_day": 10, "max_merges_per_day": 5, "max_pr_size_kb": 500,
+                                      "allowed_repos": ["*"], "allowed_base_branches": ["*"], "require_review": false},
+            "system.command.execute": {"allowed_commands": ["*"],
+                                       "blocked_patterns": ["rm -rf", "sudo", "chmod 777", "dd if=", "mkfs"]},
+            "msgs_per_min": 5, "msgs_per_day": 100, "allowed_recipients": ["*"], "approval_required": false,
+            "data.file.read": {"allowed_paths": ["*"], "max_file_size_mb": 100},
+            "data.file.write": {"allowed_paths": ["*"], "max_file_size_mb": 50},
+            "web.fetch": {"allowed_domains": ["*"], "blocked_domains": [], "max_requests_per_min": 60},
+            "agent.session.create": {},
+            "mcp.tool.execute": {"allowed_servers": ["*"]}
+        },
+        "regions": ["US", "CA"],
+        "metadata": {"name": "DeerFlow Agent", "description": "DeerFlow LangGraph agent", "version": "1.0.0",
+                     "created_by": "aport-create-passport.sh"},
+        "never_expires": true, "created_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+        "version": "1.0.0"
+    });
+    edit(&mut passport);
+    let path = dir.join("passport.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&passport).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn a_passport_from_aports_generator_loads_and_decides_as_aport_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&generated_passport(dir.path(), |_| {}));
+    let cases: &[(&str, Value, &str)] = &[
+        ("bash", json!({"command": "ls -la /mnt/user-data"}), "allow"),
+        ("bash", json!({"command": "make && make test | tee log"}), "allow"),
+        ("bash", json!({"command": "git rm -rf build"}), "oap.blocked_pattern"),
+        ("bash", json!({"command": "sudo ls"}), "oap.blocked_pattern"),
+        ("bash", json!({"command": "mkfs.ext4 /dev/sda1"}), "oap.dangerous_operation"),
+        ("read_file", json!({"path": "/srv/anything.txt"}), "allow"),
+        ("read_file", json!({"path": "/home/u/.ssh/id_rsa"}), "oap.blocked_pattern"),
+        ("write_file", json!({"path": "/srv/out.md", "content": "# r"}), "allow"),
+        ("web_fetch", json!({"url": "https://docs.rs/serde"}), "allow"),
+        ("web_fetch", json!({"url": "http://10.0.0.1/"}), "oap.private_network_destination"),
+        ("mcp__github__create_issue", json!({"title": "x"}), "allow"),
+        ("task", json!({"description": "d", "prompt": "p"}), "allow"),
+        ("ask_clarification", json!({"question": "which?"}), "allow"),
+        ("slack_post_message", json!({"to": "#general", "text": "hi"}), "allow"),
+    ];
+    for (tool, args, expected) in cases {
+        assert_eq!(&code(&*p, tool, args.clone()), expected, "{tool} {args}");
+    }
+    let d = decide(&*p, "bash", json!({"command": "git rm -rf build"}));
+    assert_eq!(d.reasons[0].message, "Command contains blocked pattern: rm -rf");
+
+    // The flat keys are the messaging limits: a recipient list is enforced,
+    // and so is msgs_per_min.
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&generated_passport(dir.path(), |p| {
+        p["limits"]["allowed_recipients"] = json!(["#ops"]);
+        p["limits"]["msgs_per_min"] = json!(2);
+    }));
+    let d = decide(&*p, "slack_post_message", json!({"to": "#general", "text": "hi"}));
+    assert_eq!(
+        (d.reasons[0].code.as_str(), d.reasons[0].message.as_str()),
+        ("oap.recipient_not_allowed", "Recipient '#general' is not in allowed list")
+    );
+    assert_eq!(d.policy_id.as_deref(), Some("messaging.message.send.v1"));
+    assert_eq!(code(&*p, "slack_post_message", json!({"to": "#ops"})), "allow");
+    assert_eq!(code(&*p, "slack_post_message", json!({"to": "#ops"})), "allow");
+    assert_eq!(code(&*p, "slack_post_message", json!({"to": "#ops"})), "oap.rate_limit_exceeded");
+
+    // The generator's fetch limit is max_requests_per_min.
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&generated_passport(dir.path(), |p| {
+        p["limits"]["web.fetch"]["max_requests_per_min"] = json!(1);
+    }));
+    assert_eq!(code(&*p, "web_fetch", json!({"url": "https://docs.rs/"})), "allow");
+    assert_eq!(code(&*p, "web_fetch", json!({"url": "https://docs.rs/"})), "oap.rate_limit_exceeded");
+
+    // `messaging.message.send` satisfies the pack's `messaging.send`, as in APort.
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&generated_passport(dir.path(), |p| {
+        p["capabilities"] = json!([{"id": "messaging.message.send"}]);
+    }));
+    assert_eq!(code(&*p, "slack_post_message", json!({"to": "#ops"})), "allow");
+    assert_eq!(code(&*p, "bash", json!({"command": "ls"})), "oap.unknown_capability");
+}
+
 #[test]
 fn an_allowed_call_names_its_pack_and_a_denied_one_says_why() {
-    let p = with_passport(&shared("aport-test-passports/tests_fixtures_passport.oap-v1.json"));
+    let dir = tempfile::tempdir().unwrap();
+    let p = with_passport(&passport_with(dir.path(), |p| {
+        p["limits"]["system.command.execute"] =
+            json!({"allowed_commands": ["mkdir", "ls", "git"], "blocked_patterns": ["rm -rf", "sudo"]});
+    }));
     let allowed = decide(&*p, "bash", json!({"command": "ls"}));
     assert!(allowed.allow);
     assert_eq!(allowed.reasons[0].code, "oap.allowed");
@@ -212,10 +394,7 @@ fn an_allowed_call_names_its_pack_and_a_denied_one_says_why() {
     assert_eq!(allowed.policy_id.as_deref(), Some("system.command.execute.v1"));
     let denied = decide(&*p, "bash", json!({"command": "curl https://x"}));
     assert_eq!(denied.policy_id.as_deref(), Some("system.command.execute.v1"));
-    assert!(
-        denied.reasons[0].message.starts_with("command 'curl' is not in allowed_commands (mkdir, ls"),
-        "{denied:?}"
-    );
+    assert!(denied.reasons[0].message == "Command 'curl https://x' is not in allowed list", "{denied:?}");
 }
 
 #[test]
@@ -311,7 +490,7 @@ fn suspending_the_passport_denies_the_next_call_and_reactivating_allows_again() 
     write_passport(&path, "suspended");
     let denied = decide(&*p, "bash", json!({"command": "ls"}));
     assert_eq!(denied.reasons[0].code, "oap.passport_suspended");
-    assert_eq!(denied.reasons[0].message, "passport deerflow-everyday is suspended");
+    assert_eq!(denied.reasons[0].message, "Passport status is 'suspended', not 'active'. Agent suspended.");
     write_passport(&path, "revoked");
     assert_eq!(code(&*p, "bash", json!({"command": "ls"})), "oap.passport_suspended");
     write_passport(&path, "active");
@@ -401,6 +580,27 @@ fn config_errors_name_the_key() {
             "passport_path: no passport at /no/such/passport.json",
         ),
         (json!({"policies_dir": "/no/such/dir"}), "policies_dir /no/such/dir cannot be read"),
+        // A relative path is named in full.
+        (
+            json!({"passport_path": "no-such-dir/passport.json"}),
+            &*Box::leak(
+                format!(
+                    "passport_path: no passport at {}",
+                    std::env::current_dir().unwrap().join("no-such-dir/passport.json").display()
+                )
+                .into_boxed_str(),
+            ),
+        ),
+        (
+            json!({"policies_dir": "no-such-policies"}),
+            &*Box::leak(
+                format!(
+                    "policies_dir {} cannot be read",
+                    std::env::current_dir().unwrap().join("no-such-policies").display()
+                )
+                .into_boxed_str(),
+            ),
+        ),
     ];
     for (config, expected) in cases {
         let error = try_provider(config.clone()).err().unwrap_or_else(|| panic!("{config} was accepted"));
@@ -422,13 +622,6 @@ fn the_framework_is_injected_by_the_host() {
     .unwrap();
     assert!(loaded.info.framework_injected);
     assert_eq!(loaded.info.name, "oap");
-}
-
-#[test]
-fn the_plugin_passes_the_conformance_kit() {
-    let config = object(json!({"passport_path": example_passport()}));
-    let report = guardhost::conformance::assert_conforms(&use_(), &config);
-    assert_eq!(report.count(guardhost::conformance::Status::Warn), 0, "{}", report.to_text());
 }
 
 /// A copy of the example passport with `edit` applied, in `dir`.
@@ -567,4 +760,114 @@ fn limits_on_a_pack_without_its_policy_are_not_ignored() {
     let d = decide(&*unlimited, "task", json!({"prompt": "x"}));
     assert!(d.allow);
     assert_eq!(d.metadata["limits_checked"], false);
+}
+
+/// APort's denial texts (from its local evaluator, `aport-guardrail-bash.sh`
+/// and `lib/validation.sh` of aport-agent-guardrails 1.0.36), for every
+/// code both produce: each case is a call that must be denied with exactly
+/// that text. DeerFlow's documentation quotes these.
+#[test]
+fn denials_carry_aports_own_texts() {
+    let dir = tempfile::tempdir().unwrap();
+    let strict = own_passport(
+        dir.path(),
+        "strict",
+        &["system.command.execute", "data.file.read", "data.file.write", "web.fetch", "mcp.tool.execute"],
+        json!({
+            "system.command.execute": {"allowed_commands": ["ls", "git"], "blocked_patterns": ["rm -rf"],
+                                       "max_execution_time": 60},
+            "data.file.read": {"allowed_paths": ["/tmp/"], "blocked_patterns": ["**/*.bak"], "max_file_size_mb": 1},
+            "data.file.write": {"allowed_paths": ["/tmp/"], "blocked_paths": ["/tmp/locked/"],
+                                "allowed_extensions": [".md"], "max_file_size_mb": 1},
+            "web.fetch": {"blocked_domains": ["pastebin.com"], "allowed_domains": ["docs.rs", "pastebin.com"],
+                          "allowed_methods": ["GET"]},
+            "mcp.tool.execute": {"allowed_servers": ["github"], "allowed_tools": ["create_issue"], "max_timeout": 30}
+        }),
+    );
+    let any = own_passport(
+        dir.path(),
+        "any",
+        &["system.command.execute"],
+        json!({"system.command.execute": {"allowed_commands": ["*"]}}),
+    );
+    let big = "x".repeat(2 << 20);
+    let table: &[(&Path, &str, Value, &str, &str)] = &[
+        (&strict, "bad tool", json!({}), "oap.invalid_tool_name", "Tool name contains invalid characters or format"),
+        (&strict, "bash", json!({"command": "ls", "note": "x".repeat(101 << 10)}), "oap.context_too_large",
+         "Context JSON exceeds maximum size"),
+        (&strict, "frobnicate", json!({}), "oap.unknown_capability", "Tool 'frobnicate' is not mapped to a policy pack"),
+        (&strict, "task", json!({}), "oap.unknown_capability",
+         "Passport does not have required capability 'agent.session.create' for policy 'agent.session.create.v1'"),
+        (&strict, "bash", json!({"command": "ls"}), "oap.missing_required_context",
+         "Command timeout evidence is required when max_execution_time is configured"),
+        (&strict, "bash", json!({"command": "ls", "timeout": 61}), "oap.timeout_exceeded",
+         "Command timeout exceeds max_execution_time"),
+        (&strict, "bash", json!({"command": "ls `id`", "timeout": 1}), "oap.command_injection_detected",
+         "Command contains potentially dangerous characters"),
+        (&strict, "bash", json!({"command": "ls; id", "timeout": 1}), "oap.command_chain_unsupported",
+         "Command contains shell control operators that cannot be safely authorized against a local command allowlist"),
+        (&strict, "bash", json!({"command": "curl x", "timeout": 1}), "oap.command_not_allowed",
+         "Command 'curl x' is not in allowed list"),
+        (&strict, "bash", json!({"command": "git rm -rf x", "timeout": 1}), "oap.blocked_pattern",
+         "Command contains blocked pattern: rm -rf"),
+        (&any, "bash", json!({"command": "rm -rf /"}), "oap.dangerous_operation",
+         "Destructive file operation: rm -rf / or rm -rf /*"),
+        (&any, "bash", json!({"command": "dd if=/dev/sda of=x"}), "oap.dangerous_operation",
+         "Dangerous disk operation: dd if=/dev/"),
+        (&any, "bash", json!({"command": "mkfs.ext4 /dev/sda"}), "oap.dangerous_operation", "Filesystem creation: mkfs"),
+        (&any, "bash", json!({"command": "curl x | sh"}), "oap.dangerous_operation",
+         "Download-and-execute pattern detected"),
+        (&any, "bash", json!({"command": ":(){ :|:& };:"}), "oap.dangerous_operation", "Fork bomb detected"),
+        (&strict, "read_file", json!({}), "oap.missing_file_path", "File read context must include file_path"),
+        (&strict, "write_file", json!({"content": "x"}), "oap.missing_file_path",
+         "File write context must include file_path"),
+        (&strict, "read_file", json!({"path": "/"}), "oap.metadata_enumeration_unsupported",
+         "Directory reads cannot be safely authorized by the local file-read policy"),
+        (&strict, "read_file", json!({"path": "/tmp/.env"}), "oap.blocked_pattern",
+         "File path matches default sensitive read pattern"),
+        (&strict, "read_file", json!({"path": "/etc/hosts"}), "oap.path_not_allowed",
+         "File path '/etc/hosts' is not in allowed list"),
+        (&strict, "read_file", json!({"path": "/tmp/a.bak"}), "oap.blocked_pattern",
+         "File path matches blocked pattern: **/*.bak"),
+        (&strict, "write_file", json!({"path": "/tmp/a.md", "content": big}), "oap.file_too_large",
+         "File write content exceeds max_file_size"),
+        (&strict, "write_file", json!({"path": "/tmp/locked/a.md", "content": "x"}), "oap.path_blocked",
+         "Writing to system directory is not allowed: /tmp/locked/"),
+        (&strict, "write_file", json!({"path": "/tmp/a.sh", "content": "x"}), "oap.extension_not_allowed",
+         "File extension .sh is not allowed"),
+        (&strict, "web_fetch", json!({}), "oap.missing_required_context",
+         "Web fetch context must include url or domain for local enforcement"),
+        (&strict, "web_fetch", json!({"url": "ftp://docs.rs/"}), "oap.invalid_url", "URL must be an absolute http(s) URL"),
+        (&strict, "web_fetch", json!({"url": "http://127.0.0.1/"}), "oap.private_network_destination",
+         "Private network destination '127.0.0.1' is blocked"),
+        (&strict, "web_fetch", json!({"url": "https://pastebin.com/x"}), "oap.domain_blocked",
+         "Domain 'pastebin.com' is blocked"),
+        (&strict, "web_fetch", json!({"url": "https://example.org/"}), "oap.domain_not_allowed",
+         "Domain 'example.org' is not in allowed list"),
+        (&strict, "web_fetch", json!({"url": "https://docs.rs/", "method": "POST"}), "oap.method_not_allowed",
+         "HTTP method 'POST' is not in allowed list"),
+        (&strict, "mcp__slack__post", json!({}), "oap.mcp_server_not_allowed", "MCP server 'slack' is not in allowed list"),
+        (&strict, "mcp__github__delete_repo", json!({}), "oap.mcp_tool_not_allowed",
+         "MCP tool 'delete_repo' is not in allowed list"),
+        (&strict, "mcp__github__create_issue", json!({"timeout": 31}), "oap.timeout_exceeded",
+         "MCP timeout exceeds max_timeout"),
+    ];
+    for (passport, tool, args, code, message) in table {
+        let d = decide(&*with_passport(passport), tool, args.clone());
+        assert!(!d.allow, "{tool} {args} was allowed");
+        assert_eq!((d.reasons[0].code.as_str(), d.reasons[0].message.as_str()), (*code, *message), "{tool}");
+    }
+    // The passport's own failures.
+    let missing = dir.path().join("gone.json");
+    std::fs::copy(&any, &missing).unwrap();
+    let p = with_passport(&missing);
+    std::fs::remove_file(&missing).unwrap();
+    let d = decide(&*p, "bash", json!({"command": "ls"}));
+    assert_eq!(
+        d.reasons[0].message,
+        format!("Passport file not found at {}. Create one with aport-create-passport.sh", missing.display())
+    );
+    let revoked = passport_with(dir.path(), |p| p["status"] = json!("revoked"));
+    let d = decide(&*with_passport(&revoked), "bash", json!({"command": "ls"}));
+    assert_eq!(d.reasons[0].message, "Passport status is 'revoked', not 'active'. Agent suspended.");
 }

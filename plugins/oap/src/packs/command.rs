@@ -1,12 +1,18 @@
 //! `system.command.execute.v1`: shell commands (`bash`).
 //!
 //! In APort's order, first failure wins: the command is present; a
-//! `timeout` within `max_execution_time` when that limit is set; no command
-//! substitution (backticks, `$(...)`, also inside double quotes) that runs
-//! a dangerous command; with an allowlist other than `*`, nothing but the
-//! allowed command runs: no unquoted `; & | ( ) < > #` or newline and no
-//! substitution (APort leaves substitution and redirection to the
-//! allowlist, which they defeat);
+//! `timeout` within `max_execution_time` when that limit is set; no
+//! injection, whatever the allowlist (`oap.command_injection_detected`, as
+//! APort's `validate_command_string`): no backtick anywhere (quoted or not),
+//! no `$(` followed on the same line, before the next `)`, by one of `rm dd
+//! mkfs curl wget chmod chown sudo kill nc netcat` as a whole word (quoted
+//! or not, nested or not: `$(date)` passes, `$(echo $(rm x))` does not), no
+//! control character other than tab, newline, vertical tab, form feed and
+//! carriage return; with an allowlist other than `*`, nothing but the
+//! allowed command runs (`oap.command_chain_unsupported`): no unquoted `; &
+//! | ( ) < >`, newline, `#` starting a word, `$'` or `$"`, and no `$(`
+//! outside single quotes (APort lets plain redirections `<` `>` through;
+//! they can overwrite any file, so they are refused here);
 //! the command starts with an allowed command at a word boundary; none of
 //! the built-in dangerous operations; none of the passport's
 //! `blocked_patterns` (a pattern of several words matches as a
@@ -18,12 +24,32 @@ use serde_json::{Map, Value};
 
 use super::{arg, deny, number_arg, Checked, Limits};
 
-/// Commands whose appearance inside a substitution is an injection.
-const DANGEROUS_IN_SUBSTITUTION: &[&str] = &[
-    "rm", "dd", "mkfs", "curl", "wget", "nc", "ncat", "netcat", "sh", "bash", "zsh", "dash", "eval", "exec",
-    "sudo", "su", "chmod", "chown", "python", "python3", "perl", "ruby", "node", "base64", "shutdown",
-    "reboot", "kill", "killall",
-];
+/// The commands that make a `$(...)` an injection (APort's list).
+const DANGEROUS_IN_SUBSTITUTION: &[&str] =
+    &["rm", "dd", "mkfs", "curl", "wget", "chmod", "chown", "sudo", "kill", "nc", "netcat"];
+
+/// APort's `validate_command_string`: whether the command holds a backtick,
+/// a `$(` running a dangerous command, or a control character.
+fn injection(command: &str) -> bool {
+    if command.contains('`') {
+        return true;
+    }
+    if command.bytes().any(|b| matches!(b, 0x00..=0x08 | 0x0e..=0x1f)) {
+        return true;
+    }
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    command.match_indices("$(").any(|(at, _)| {
+        // Up to the next `)` on the same line, as APort's `[^)]*`.
+        let rest = &command[at + 2..];
+        let inside = &rest[..rest.find([')', '\n']).unwrap_or(rest.len())];
+        DANGEROUS_IN_SUBSTITUTION.iter().any(|name| {
+            inside.match_indices(name).any(|(i, m)| {
+                let before = if i == 0 { Some('(') } else { inside[..i].chars().next_back() };
+                !word(before) && !word(inside[i + m.len()..].chars().next())
+            })
+        })
+    })
+}
 
 /// Interpreters a download must not be piped into.
 const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "python", "python3", "perl", "ruby", "node"];
@@ -39,25 +65,19 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
             None => {
                 return Err(deny(
                     "oap.missing_required_context",
-                    format!("a `timeout` is required: the passport limits execution to {max} s"),
+                    "Command timeout evidence is required when max_execution_time is configured",
                 ))
             }
             Some(timeout) if timeout > max => {
-                return Err(deny(
-                    "oap.timeout_exceeded",
-                    format!("timeout {timeout} s exceeds the passport's max_execution_time of {max} s"),
-                ))
+                return Err(deny("oap.timeout_exceeded", "Command timeout exceeds max_execution_time"))
             }
             Some(_) => {}
         }
     }
-    let scan = scan(command);
-    if let Some(inner) =
-        scan.substitutions.iter().find(|s| runs_any(&normalize(s), DANGEROUS_IN_SUBSTITUTION))
-    {
+    if injection(command) {
         return Err(deny(
             "oap.command_injection_detected",
-            format!("command substitution runs a dangerous command: {}", inner.trim()),
+            "Command contains potentially dangerous characters",
         ));
     }
     let allowed = limits.strings("allowed_commands").unwrap_or_default();
@@ -65,13 +85,11 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
     if !any_command {
         // With an allowlist, the allowed command must be all that runs:
         // no chaining, grouping, substitution or redirection.
-        if let Some(construct) = scan.first_control {
+        if first_control(command).is_some() {
             return Err(deny(
                 "oap.command_chain_unsupported",
-                format!(
-                    "{construct:?} (chaining, grouping, substitution or redirection) is not allowed with a \
-                     command allowlist; run one allowed command per call"
-                ),
+                "Command contains shell control operators that cannot be safely authorized against a local \
+                 command allowlist",
             ));
         }
         let starts_with_allowed = allowed.iter().any(|a| {
@@ -81,18 +99,15 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
                 && command[a.len()..].chars().next().is_none_or(char::is_whitespace)
         });
         if !starts_with_allowed {
-            let first = command.split_whitespace().next().unwrap_or_default();
-            let message = if allowed.is_empty() {
-                format!("command '{first}' is not allowed: the passport allows no commands")
-            } else {
-                format!("command '{first}' is not in allowed_commands ({})", allowed.join(", "))
-            };
-            return Err(deny("oap.command_not_allowed", message));
+            return Err(deny(
+                "oap.command_not_allowed",
+                format!("Command '{command}' is not in allowed list"),
+            ));
         }
     }
     let normal = normalize(command);
     if let Some(what) = dangerous_operation(&normal) {
-        return Err(deny("oap.dangerous_operation", format!("dangerous operation blocked: {what}")));
+        return Err(deny("oap.dangerous_operation", what));
     }
     if let Some(pattern) = limits
         .strings("blocked_patterns")
@@ -100,68 +115,41 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
         .into_iter()
         .find(|p| matches_pattern(&normal, p))
     {
-        return Err(deny("oap.blocked_pattern", format!("command matches blocked pattern '{pattern}'")));
+        return Err(deny("oap.blocked_pattern", format!("Command contains blocked pattern: {pattern}")));
     }
     Ok(())
 }
 
-/// What a shell would see in a command.
-#[derive(Debug, Default)]
-struct Scan<'a> {
-    /// The texts of command substitutions (backticks, `$(...)`), which run
-    /// outside quotes and inside double quotes alike.
-    substitutions: Vec<&'a str>,
-    /// The first construct that runs or redirects more than one command:
-    /// unquoted `; & | ( ) < > #` or a newline, or a substitution anywhere
-    /// but in single quotes.
-    first_control: Option<String>,
-}
-
-fn scan(command: &str) -> Scan<'_> {
+/// The first construct that runs or redirects more than one command:
+/// unquoted `; & | ( ) < >`, a newline, a `#` starting a word, `$'` or
+/// `$"`, or a `$(` or backtick anywhere but in single quotes.
+fn first_control(command: &str) -> Option<String> {
     let bytes = command.as_bytes();
-    let mut scan = Scan::default();
     let (mut single, mut double) = (false, false);
-    let control = |found: &mut Option<String>, what: &str| {
-        found.get_or_insert_with(|| what.to_owned());
-    };
     let mut i = 0;
     while i < bytes.len() {
         let byte = bytes[i];
+        let next = bytes.get(i + 1).copied();
         match byte {
             b'\\' if !single => i += 1,
             b'\'' if !double => single = !single,
             b'"' if !single => double = !double,
-            b'`' if !single => {
-                let end = command[i + 1..].find('`').map_or(bytes.len(), |e| i + 1 + e);
-                scan.substitutions.push(&command[i + 1..end]);
-                control(&mut scan.first_control, "`");
-                i = end;
+            b'`' if !single => return Some("`".into()),
+            b'$' if !single && next == Some(b'(') => return Some("$(".into()),
+            b'$' if !single && !double && matches!(next, Some(b'\'' | b'"')) => {
+                return Some(format!("${}", next.map_or(' ', char::from)))
             }
-            b'$' if !single && bytes.get(i + 1) == Some(&b'(') => {
-                let start = i + 2;
-                let mut depth = 1;
-                let mut j = start;
-                while j < bytes.len() && depth > 0 {
-                    match bytes[j] {
-                        b'(' => depth += 1,
-                        b')' => depth -= 1,
-                        _ => {}
-                    }
-                    j += 1;
-                }
-                let end = if depth == 0 { j - 1 } else { j };
-                scan.substitutions.push(&command[start..end]);
-                control(&mut scan.first_control, "$(");
-                i = end;
+            b'#' if !single && !double && (i == 0 || bytes[i - 1].is_ascii_whitespace()) => {
+                return Some("#".into())
             }
-            b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>' | b'\n' | b'#' if !single && !double => {
-                control(&mut scan.first_control, &(byte as char).to_string());
+            b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>' | b'\n' if !single && !double => {
+                return Some(char::from(byte).to_string())
             }
             _ => {}
         }
         i += 1;
     }
-    scan
+    None
 }
 
 /// A command as a shell runs it, for pattern checks: quotes and escapes
@@ -188,29 +176,20 @@ fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
 }
 
-fn runs_any(text: &str, names: &[&str]) -> bool {
-    text.split(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&')).filter(|w| !w.is_empty()).any(
-        |w| {
-            let name = basename(w);
-            names.contains(&name) || name.starts_with("mkfs.")
-        },
-    )
-}
-
 /// The built-in dangerous operations, whatever the passport says; looked
 /// for in the normalised command ([`normalize`]).
 fn dangerous_operation(text: &str) -> Option<&'static str> {
     let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     if compact.contains(":(){:|:&};:") {
-        return Some("fork bomb");
+        return Some("Fork bomb detected");
     }
     if compact.contains("ddif=/dev/") {
-        return Some("dd from a device");
+        return Some("Dangerous disk operation: dd if=/dev/");
     }
     let separators = |c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')');
     let words: Vec<&str> = text.split(separators).filter(|w| !w.is_empty()).collect();
     if words.iter().any(|w| basename(w).starts_with("mkfs")) {
-        return Some("mkfs (formatting a file system)");
+        return Some("Filesystem creation: mkfs");
     }
     for (i, word) in words.iter().enumerate() {
         if basename(word) != "rm" {
@@ -227,7 +206,7 @@ fn dangerous_operation(text: &str) -> Option<&'static str> {
             )
         });
         if recursive && force && root {
-            return Some("rm -rf on the root or home directory");
+            return Some("Destructive file operation: rm -rf / or rm -rf /*");
         }
     }
     // A download piped into an interpreter, at any later stage of the pipe.
@@ -240,7 +219,7 @@ fn dangerous_operation(text: &str) -> Option<&'static str> {
             let program =
                 later.split_whitespace().find(|w| *w != "sudo" && !w.starts_with('-') && !w.contains('='));
             if program.map(basename).is_some_and(|p| SHELLS.contains(&p)) {
-                return Some("a download piped into a shell");
+                return Some("Download-and-execute pattern detected");
             }
         }
     }
@@ -298,9 +277,14 @@ mod tests {
         assert_eq!(run("ls\nrm x", limits.clone()), Err("oap.command_chain_unsupported".into()));
         // Nothing but the allowed command may run: no substitution (also in
         // double quotes) and no redirection.
-        for command in
-            ["ls \"$(find / -delete)\"", "ls `touch x`", "ls > ~/.bashrc", "ls < /etc/shadow", "ls <(id)"]
-        {
+        for command in [
+            "ls \"$(find / -delete)\"",
+            "ls $(id)",
+            "ls > ~/.bashrc",
+            "ls < /etc/shadow",
+            "ls <(id)",
+            "ls $'a\\x3b'",
+        ] {
             assert_eq!(
                 run(command, limits.clone()),
                 Err("oap.command_chain_unsupported".into()),
@@ -308,6 +292,7 @@ mod tests {
             );
         }
         assert_eq!(run("ls '$(id)' \"a > b\"", limits.clone()), Ok(()), "quoted, so not run");
+        assert_eq!(run("ls a#b", limits.clone()), Ok(()), "`#` inside a word is no comment");
         assert_eq!(run("ls", json!({})), Err("oap.command_not_allowed".into()));
     }
 
@@ -329,7 +314,6 @@ mod tests {
         ] {
             assert_eq!(run(command, limits.clone()), Err(code.into()), "{command}");
         }
-        assert_eq!(run("echo '$(curl x)'", limits.clone()), Ok(()), "single quotes do not substitute");
         // The dangerous-operation check ignores quoting on purpose: quoted
         // text can reach a shell again (`sh -c '...'`), so it errs on the
         // side of denying.
@@ -361,6 +345,49 @@ mod tests {
         assert_eq!(run("rm -rf ./build", limits.clone()), Ok(()));
         assert_eq!(run("echo $(date)", limits.clone()), Ok(()));
         assert_eq!(run("pseudo-sudoku", limits), Ok(()), "one word matches at word boundaries");
+    }
+
+    /// APort's `validate_command_string`, whatever the allowlist.
+    #[test]
+    fn substitution_is_an_injection_as_aport_sees_it() {
+        let any = json!({"allowed_commands": ["*"]});
+        let listed = json!({"allowed_commands": ["echo", "ls"]});
+        let injection = Err("oap.command_injection_detected".to_owned());
+        for limits in [&any, &listed, &json!({})] {
+            for command in [
+                "echo `id`",
+                "echo \"`id`\"",
+                "echo '`id`'", // APort looks for a backtick anywhere
+                "echo `",
+                "echo $(rm -rf /tmp/x)",
+                "echo \"$(curl -s x)\"",
+                "echo '$(sudo id)'", // quoted or not
+                "echo $(echo $(rm x))",
+                "echo $(/bin/rm x)",
+                "echo $(kill -9 1)",
+                "ls $(nc -l 80)",
+                "echo a\u{1}b",
+                "echo \u{1b}[2J",
+            ] {
+                assert_eq!(run(command, limits.clone()), injection, "{command} with {limits}");
+            }
+        }
+        // A `$(` whose command is not one of APort's dangerous ones is no
+        // injection: `*` allows it, an allowlist refuses it as a chain.
+        for command in
+            ["echo $(id)", "echo $(date +%s)", "echo $(format x)", "echo $(echo) rm x", "echo $(\nrm x)"]
+        {
+            assert_eq!(run(command, any.clone()), Ok(()), "{command}");
+            assert_eq!(
+                run(command, listed.clone()),
+                Err("oap.command_chain_unsupported".into()),
+                "{command}"
+            );
+        }
+        assert_eq!(run("echo 'it''s' \t tab\r\n", any.clone()), Ok(()));
+        let args = json!({"command": "echo `id`"});
+        let denial = check(args.as_object().unwrap(), Limits(any.as_object())).unwrap_err();
+        assert_eq!(denial.message, "Command contains potentially dangerous characters");
     }
 
     #[test]

@@ -53,7 +53,13 @@ pub fn check(
 ) -> Checked {
     let paths = paths_of(args);
     if paths.is_empty() {
-        return Err(deny("oap.missing_file_path", "the call names no file (`file_path` or `path`)"));
+        return Err(deny(
+            "oap.missing_file_path",
+            match access {
+                Access::Write => "File write context must include file_path",
+                _ => "File read context must include file_path",
+            },
+        ));
     }
     for path in paths {
         check_one(args, &resolve(path), limits, access, limit_paths)?;
@@ -85,34 +91,29 @@ fn check_one(
     if access != Access::List && meta.as_ref().is_some_and(|m| m.is_dir()) {
         return Err(deny(
             "oap.metadata_enumeration_unsupported",
-            format!("{shown} is a directory; name a file"),
+            "Directory reads cannot be safely authorized by the local file-read policy",
         ));
     }
-    if let Some(what) = secret_file(path) {
-        return Err(deny("oap.blocked_pattern", format!("{shown} is a secret file ({what})")));
+    if secret_file(path).is_some() {
+        return Err(deny("oap.blocked_pattern", "File path matches default sensitive read pattern"));
     }
     let max_bytes = limits.number("max_file_size_mb").map(|mb| mb * 1024.0 * 1024.0);
     if access == Access::Read {
         if let (Some(max), Some(meta)) = (max_bytes, &meta) {
             if meta.len() as f64 > max {
-                return Err(too_large(path, meta.len(), max));
+                return Err(too_large(access));
             }
         }
     }
     let allowed = limits.strings("allowed_paths").unwrap_or_default();
     if !allowed.iter().any(|a| matches!(a.trim(), "*" | "**") || path.starts_with(limit_paths(a))) {
-        let message = if allowed.is_empty() {
-            format!("{shown} is not allowed: the passport sets no allowed_paths")
-        } else {
-            format!("{shown} is outside allowed_paths ({})", allowed.join(", "))
-        };
-        return Err(deny("oap.path_not_allowed", message));
+        return Err(deny("oap.path_not_allowed", format!("File path '{shown}' is not in allowed list")));
     }
     let text = path.to_string_lossy();
     if let Some(pattern) =
         limits.strings("blocked_patterns").unwrap_or_default().into_iter().find(|p| glob(p, &text))
     {
-        return Err(deny("oap.blocked_pattern", format!("{shown} matches blocked pattern '{pattern}'")));
+        return Err(deny("oap.blocked_pattern", format!("File path matches blocked pattern: {pattern}")));
     }
     if access != Access::Write {
         return Ok(());
@@ -121,11 +122,11 @@ fn check_one(
         let Some(length) = written_length(args, meta.as_ref()) else {
             return Err(deny(
                 "oap.missing_required_context",
-                "the passport limits file size, but the call carries no `content` or `content_length`",
+                "File write context must include content_length when max_file_size is configured",
             ));
         };
         if length > max {
-            return Err(too_large(path, length as u64, max));
+            return Err(too_large(access));
         }
     }
     if let Some(blocked) = limits
@@ -134,7 +135,10 @@ fn check_one(
         .into_iter()
         .find(|b| path.starts_with(limit_paths(b)))
     {
-        return Err(deny("oap.path_blocked", format!("{shown} is under blocked path {blocked}")));
+        return Err(deny(
+            "oap.path_blocked",
+            format!("Writing to system directory is not allowed: {blocked}"),
+        ));
     }
     if let Some(extensions) = limits.strings("allowed_extensions").filter(|e| !e.is_empty()) {
         let extension = path.extension().map(|e| format!(".{}", e.to_string_lossy().to_lowercase()));
@@ -147,21 +151,20 @@ fn check_one(
         if !ok {
             return Err(deny(
                 "oap.extension_not_allowed",
-                format!("{shown} has an extension outside allowed_extensions ({})", extensions.join(", ")),
+                format!("File extension {} is not allowed", extension.as_deref().unwrap_or("")),
             ));
         }
     }
     Ok(())
 }
 
-fn too_large(path: &Path, bytes: u64, max: f64) -> super::Denial {
+fn too_large(access: Access) -> super::Denial {
     deny(
         "oap.file_too_large",
-        format!(
-            "{} is {bytes} bytes, over the limit of {} bytes (max_file_size_mb)",
-            path.display(),
-            max as u64
-        ),
+        match access {
+            Access::Write => "File write content exceeds max_file_size",
+            _ => "File read target exceeds max_file_size",
+        },
     )
 }
 

@@ -34,7 +34,7 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>, named: Option<(&str,
         if !servers.iter().any(|s| *s == "*" || s.eq_ignore_ascii_case(server)) {
             return Err(deny(
                 "oap.mcp_server_not_allowed",
-                format!("MCP server '{server}' is not in allowed_servers ({})", servers.join(", ")),
+                format!("MCP server '{server}' is not in allowed list"),
             ));
         }
     }
@@ -48,13 +48,13 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>, named: Option<(&str,
         if !listed && !prefixed {
             return Err(deny(
                 "oap.mcp_tool_not_allowed",
-                format!("MCP tool '{tool}' on '{server}' is not in allowed_tools or allowed_tool_prefixes"),
+                format!("MCP tool '{tool}' is not in allowed list"),
             ));
         }
     }
     if let (Some(max), Some(timeout)) = (limits.number("max_timeout"), number_arg(args, "timeout")) {
         if timeout > max {
-            return Err(deny("oap.timeout_exceeded", format!("timeout {timeout} exceeds max_timeout {max}")));
+            return Err(deny("oap.timeout_exceeded", "MCP timeout exceeds max_timeout"));
         }
     }
     Ok(())

@@ -26,24 +26,27 @@ use super::{arg, deny, Checked, Limits};
 /// Checks a fetch.
 pub fn check_fetch(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
     let Some(url) = arg(args, "url").map(str::trim).filter(|u| !u.is_empty()) else {
-        return Err(deny("oap.missing_required_context", "the call has no `url` to check"));
+        return Err(deny(
+            "oap.missing_required_context",
+            "Web fetch context must include url or domain for local enforcement",
+        ));
     };
     let Some(host) = host_of(url) else {
-        return Err(deny("oap.invalid_url", format!("'{url}' is not an http or https URL")));
+        return Err(deny("oap.invalid_url", "URL must be an absolute http(s) URL"));
     };
-    if let Some(what) = private_destination(&host) {
-        return Err(deny("oap.private_network_destination", format!("{host} is a {what} address")));
+    if private_destination(&host).is_some() {
+        return Err(deny(
+            "oap.private_network_destination",
+            format!("Private network destination '{host}' is blocked"),
+        ));
     }
     let blocked = limits.strings("blocked_domains").unwrap_or_default();
-    if let Some(domain) = blocked.iter().find(|d| domain_matches(&host, d)) {
-        return Err(deny("oap.domain_blocked", format!("{host} is under blocked domain {domain}")));
+    if blocked.iter().any(|d| domain_matches(&host, d)) {
+        return Err(deny("oap.domain_blocked", format!("Domain '{host}' is blocked")));
     }
     if let Some(allowed) = limits.strings("allowed_domains").filter(|a| !a.is_empty()) {
         if !allowed.iter().any(|d| domain_matches(&host, d)) {
-            return Err(deny(
-                "oap.domain_not_allowed",
-                format!("{host} is not in allowed_domains ({})", allowed.join(", ")),
-            ));
+            return Err(deny("oap.domain_not_allowed", format!("Domain '{host}' is not in allowed list")));
         }
     }
     if let Some(methods) = limits.strings("allowed_methods").filter(|m| !m.is_empty()) {
@@ -51,7 +54,7 @@ pub fn check_fetch(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
         if !methods.iter().any(|m| m.eq_ignore_ascii_case(&method)) {
             return Err(deny(
                 "oap.method_not_allowed",
-                format!("method {method} is not in allowed_methods ({})", methods.join(", ")),
+                format!("HTTP method '{method}' is not in allowed list"),
             ));
         }
     }
