@@ -198,7 +198,10 @@ fn a_provider_error_fails_closed_or_open_and_says_so() {
             assert_eq!(line["reasons"], json!([{"code": "oap.evaluator_error", "message": reason}]));
             let status = if fail_closed { "error" } else { "success" };
             assert_eq!(line["message"]["status"], json!(status));
-            assert!(stderr(&out).contains("Guardrail provider error"), "{}", stderr(&out));
+            // The middleware names the path it took: --async goes through aevaluate.
+            let path = if extra.is_empty() { "sync" } else { "async" };
+            let logged = format!("Guardrail provider error ({path}): provider exploded");
+            assert!(stderr(&out).contains(&logged), "{}", stderr(&out));
         }
         let events = std::fs::read_to_string(&audit).unwrap();
         assert_eq!(events.lines().count(), 2, "one audit event per provider error: {events}");
@@ -517,4 +520,39 @@ fn with_watch_a_co_process_sees_the_new_policy_without_restarting() {
     assert_eq!(guard.ask(r#"{"name": "bash"}"#)["outcome"], json!("allow"));
     let (code, err) = guard.finish();
     assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn the_python_example_of_the_protocol_doc_drives_the_real_binary() {
+    let Ok(python) = Command::new("python3").arg("--version").output() else {
+        eprintln!("python3 not found: the example of docs/protocol.md is not run");
+        return;
+    };
+    assert!(python.status.success());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/protocol.md")).unwrap();
+    let start = doc.find("```python\n").expect("docs/protocol.md has a Python example") + "```python\n".len();
+    let example = &doc[start..start + doc[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "example.py", example);
+    write(
+        dir.path(),
+        "config.yaml",
+        "guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    config: {denied_tools: [bash]}\n",
+    );
+    let bin = Path::new(env!("CARGO_BIN_EXE_guardhost")).parent().unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin.to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    let out = Command::new("python3")
+        .arg("example.py")
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("GUARDHOST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "run read_file\ndenied: ['oap.tool_not_allowed'] None\nexit 0\n");
 }
