@@ -39,11 +39,8 @@ pub struct RunArgs {
     /// broken one is logged and the old one keeps serving). Needs --config.
     #[arg(long, requires = "config")]
     watch: bool,
-    /// How each line is answered: `messages`, the tool message the agent
-    /// would read; or `decisions`, one JSON object with `line`, `outcome`
-    /// (allow, deny, error, interrupt), every reason, policy_id, metadata
-    /// and that tool message, for a program driving guardhost (see
-    /// docs/protocol.md).
+    /// How each line is answered; `decisions` is the protocol for a program
+    /// that drives guardhost as a co-process (docs/protocol.md).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Messages)]
     output: OutputFormat,
     /// Use the async path (awrap_tool_call, the provider's aevaluate) on a
