@@ -556,3 +556,38 @@ fn the_python_example_of_the_protocol_doc_drives_the_real_binary() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "run read_file\ndenied: ['oap.tool_not_allowed'] None\nexit 0\n");
 }
+
+#[test]
+fn a_provider_process_that_dies_is_a_provider_error_and_the_next_line_is_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        &format!(
+            "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    isolation: process\n",
+            use_of("guardhost_test_providers", "FaultyProvider")
+        ),
+    );
+    // The child answers a call first, so it is restarted at once after the
+    // abort (see tests/isolation.rs).
+    let input = "{\"name\":\"ls\",\"id\":\"1\"}\n{\"name\":\"abort\",\"id\":\"2\"}\n{\"name\":\"read_file\",\"id\":\"3\"}\n";
+    for extra in [&[][..], &["--async"][..]] {
+        let out = decisions(&config, extra, input);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let lines = json_lines(&out);
+        let outcomes: Vec<(&Value, &Value)> =
+            lines.iter().map(|l| (&l["outcome"], &l["provider_error"])).collect();
+        assert_eq!(
+            outcomes,
+            [
+                (&json!("allow"), &json!(false)),
+                (&json!("deny"), &json!(true)),
+                (&json!("allow"), &json!(false))
+            ],
+            "{extra:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(lines[1]["reasons"][0]["code"], json!("oap.evaluator_error"));
+        assert!(stderr(&out).contains("SIGABRT"), "{}", stderr(&out));
+    }
+}
