@@ -1,5 +1,7 @@
-//! `guardhost run`: JSON lines of tool calls in, one tool message line out
-//! per input line, in order.
+//! `guardhost run`: JSON lines of tool calls in, one answer line out per
+//! input line, in order: a tool message (`--output messages`) or a decision
+//! object (`--output decisions`, the co-process protocol of
+//! `docs/protocol.md`).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -7,14 +9,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use guardhost::{GuardrailMiddleware, JsonlAuditSink, Reloader, ToolCallError, ToolCallRequest, ToolMessage};
-use serde::Serialize;
-use serde_json::Value;
+use guardhost::{
+    async_handler, AsyncHandler, GuardrailMiddleware, JsonlAuditSink, Reloader, ToolCallError,
+    ToolCallRequest, ToolMessage, Verdict,
+};
 
-use guardhost::jsonl::{line_error, parse_line};
+use guardhost::jsonl::parse_line;
+
+mod answer;
 
 use super::eval::dry_run;
 use super::{load_guardrail, CliError};
+use answer::{Counts, Handled, OutputFormat};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -33,79 +39,75 @@ pub struct RunArgs {
     /// broken one is logged and the old one keeps serving). Needs --config.
     #[arg(long, requires = "config")]
     watch: bool,
+    /// How each line is answered; `decisions` is the protocol for a program
+    /// that drives guardhost as a co-process (docs/protocol.md).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Messages)]
+    output: OutputFormat,
+    /// Use the async path (awrap_tool_call, the provider's aevaluate) on a
+    /// tokio runtime. Lines are still answered one at a time, in order.
+    #[arg(long = "async")]
+    use_async: bool,
 }
 
 /// How often --watch looks at the files.
 const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
-#[derive(Debug, Default)]
-struct Counts {
-    allowed: u64,
-    denied: u64,
-    errors: u64,
-    interrupts: u64,
+/// Where calls are decided: the sync path, or the async path on a runtime.
+enum CallPath {
+    Sync,
+    Async { runtime: tokio::runtime::Runtime, handler: AsyncHandler },
 }
 
-/// What one input line is answered with.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum Answer {
-    /// The tool message the agent would read.
-    Message(ToolMessage),
-    /// The provider raised a control-flow signal: not a decision, so not a
-    /// tool message either.
-    Interrupt(InterruptLine),
-}
+impl CallPath {
+    fn new(use_async: bool) -> Result<Self, CliError> {
+        if !use_async {
+            return Ok(CallPath::Sync);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|source| CliError::Io { what: "cannot start the async runtime".into(), source })?;
+        let handler = async_handler(|call: ToolCallRequest| async move { Ok(dry_run(&call.tool_call)) });
+        Ok(CallPath::Async { runtime, handler })
+    }
 
-/// `{"type": "interrupt", ...}`: the line, the call, and what the provider said.
-#[derive(Debug, Serialize)]
-struct InterruptLine {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    line: u64,
-    tool_call_id: Option<String>,
-    name: Option<String>,
-    message: String,
-    payload: Value,
+    /// Runs one call through the middleware with the dry-run handler.
+    fn call(
+        &self,
+        middleware: &GuardrailMiddleware,
+        call: ToolCallRequest,
+    ) -> Result<(Verdict, ToolMessage), ToolCallError> {
+        match self {
+            CallPath::Sync => middleware.call_with_verdict(call, &|call| Ok(dry_run(&call.tool_call))),
+            CallPath::Async { runtime, handler } => {
+                runtime.block_on(middleware.acall_with_verdict(call, Arc::clone(handler)))
+            }
+        }
+    }
 }
 
 /// Answers one parsed call.
 fn answer(
     middleware: Option<&GuardrailMiddleware>,
+    path: &CallPath,
     number: u64,
     call: ToolCallRequest,
-    counts: &mut Counts,
-) -> Answer {
+) -> Handled {
+    let (id, name) = (call.tool_call.id.clone(), call.tool_call.name.clone());
     let Some(middleware) = middleware else {
-        counts.allowed += 1;
-        return Answer::Message(dry_run(&call.tool_call));
+        let message = dry_run(&call.tool_call);
+        return Handled::Decided { id, name, decision: None, provider_error: false, message };
     };
-    let (tool_call_id, name) = (call.tool_call.id.clone(), call.tool_call.name.clone());
-    match middleware.call_with_verdict(call, &|call| Ok(dry_run(&call.tool_call))) {
-        Ok((verdict, message)) => {
-            if verdict.allowed() {
-                counts.allowed += 1;
-            } else {
-                counts.denied += 1;
-            }
-            Answer::Message(message)
+    match path.call(middleware, call) {
+        Ok((Verdict { decision, provider_error, .. }, message)) => {
+            Handled::Decided { id, name, decision: Some(decision), provider_error, message }
         }
         Err(ToolCallError::Interrupt(interrupt)) => {
-            counts.interrupts += 1;
             eprintln!("guardhost: line {number}: the provider raised an interrupt: {}", interrupt.message);
-            Answer::Interrupt(InterruptLine {
-                kind: "interrupt",
-                line: number,
-                tool_call_id,
-                name,
-                message: interrupt.message,
-                payload: interrupt.payload,
-            })
+            Handled::Interrupted { id, name, interrupt }
         }
-        Err(error) => {
-            counts.errors += 1;
-            Answer::Message(line_error(number, &error.to_string(), tool_call_id.as_deref(), name.as_deref()))
-        }
+        Err(error) => Handled::Failed { id, name, error },
     }
 }
 
@@ -147,10 +149,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     let write_error = |source| CliError::Io { what: "cannot write to stdout".into(), source };
 
+    let path = CallPath::new(args.use_async)?;
     let mut counts = Counts::default();
-    let mut malformed = 0u64;
     let mut bytes = Vec::with_capacity(1024);
-    let mut number = 0u64;
     loop {
         // Flush before blocking on input, so an interactive caller sees each
         // answer as soon as its line is processed.
@@ -164,7 +165,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         if read == 0 {
             break;
         }
-        number += 1;
+        let number = counts.lines + 1;
         if bytes.last() == Some(&b'\n') {
             bytes.pop();
             if bytes.last() == Some(&b'\r') {
@@ -173,23 +174,22 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         }
         let current = reloader.as_ref().and_then(|r| r.current()).map(|g| with_audit(g.middleware.clone()));
         let middleware = if reloader.is_some() { current.as_ref() } else { fixed.as_ref() };
-        let message = match parse_line(number, &bytes) {
-            Ok(call) => answer(middleware, number, call, &mut counts),
+        let handled = match parse_line(number, &bytes) {
+            Ok(call) => answer(middleware, &path, number, call),
             Err(message) => {
-                malformed += 1;
-                Answer::Message(message)
+                let (id, name) = answer::readable_id_and_name(&bytes);
+                Handled::Malformed { id, name, message }
             }
         };
-        serde_json::to_writer(&mut out, &message).map_err(|e| write_error(e.into()))?;
+        counts.add(&handled);
+        answer::write(&mut out, args.output, number, &handled).map_err(|e| write_error(e.into()))?;
         out.write_all(b"\n").map_err(write_error)?;
     }
     out.flush().map_err(write_error)?;
 
     let mut summary = format!(
-        "guardhost run: {number} lines: {} allowed, {} denied, {} errors",
-        counts.allowed,
-        counts.denied,
-        counts.errors + malformed
+        "guardhost run: {} lines: {} allowed, {} denied, {} errors",
+        counts.lines, counts.allowed, counts.denied, counts.errors
     );
     if counts.interrupts > 0 {
         summary.push_str(&format!(", {} interrupts", counts.interrupts));
@@ -197,7 +197,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     eprintln!("{summary}");
     Ok(if counts.interrupts > 0 {
         ExitCode::from(3)
-    } else if malformed + counts.errors > 0 {
+    } else if counts.errors > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

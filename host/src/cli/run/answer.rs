@@ -1,0 +1,288 @@
+//! What `guardhost run` answers each input line with, in its two output
+//! formats: `messages` (the tool message the agent would read) and
+//! `decisions` (one self-describing JSON object a line, for a program that
+//! drives guardhost as a co-process). `docs/protocol.md` documents both.
+
+use guardhost::{GuardrailDecision, GuardrailReason, Interrupt, ToolCallError, ToolMessage};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// `--output`: how each input line is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// One tool message a line (what the agent would read), or
+    /// {"type": "interrupt", ...}.
+    #[default]
+    Messages,
+    /// One decision object a line: `line`, `outcome` (allow, deny, error,
+    /// interrupt), every reason, policy_id, metadata, and the tool message.
+    Decisions,
+}
+
+/// What became of one input line, before it is written in either format.
+#[derive(Debug)]
+pub enum Handled {
+    /// The line is a tool call that got an answer: a decision by the
+    /// guardrail, or none (`decision: None`) when no guardrail is installed.
+    Decided {
+        /// The call's id and name, as the line had them.
+        id: Option<String>,
+        name: Option<String>,
+        decision: Option<GuardrailDecision>,
+        /// Whether the provider failed (the decision is then the
+        /// middleware's fail-closed or fail-open one).
+        provider_error: bool,
+        /// The tool message the call gets (denial, or the dry run's success).
+        message: ToolMessage,
+    },
+    /// The line is not a usable tool call (not UTF-8, not JSON, ...).
+    Malformed {
+        id: Option<String>,
+        name: Option<String>,
+        /// The error tool message that `--output messages` writes.
+        message: ToolMessage,
+    },
+    /// The line is a tool call the middleware could not take (an unusable
+    /// context, such as `authz_attributes` not a mapping).
+    Failed { id: Option<String>, name: Option<String>, error: ToolCallError },
+    /// The provider raised a control-flow signal: not a decision.
+    Interrupted { id: Option<String>, name: Option<String>, interrupt: Interrupt },
+}
+
+/// The tally behind the stderr summary and the exit code.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub lines: u64,
+    pub allowed: u64,
+    pub denied: u64,
+    /// Malformed lines and calls that could not be taken.
+    pub errors: u64,
+    pub interrupts: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, handled: &Handled) {
+        self.lines += 1;
+        match handled {
+            Handled::Decided { decision: Some(decision), .. } if !decision.allow => self.denied += 1,
+            Handled::Decided { .. } => self.allowed += 1,
+            Handled::Malformed { .. } | Handled::Failed { .. } => self.errors += 1,
+            Handled::Interrupted { .. } => self.interrupts += 1,
+        }
+    }
+}
+
+/// The `problem` part of a `guardhost: line N: problem` error message.
+fn problem(number: u64, content: &str) -> &str {
+    content.strip_prefix(&format!("guardhost: line {number}: ")).unwrap_or(content)
+}
+
+/// The error tool message for a call the middleware could not take.
+fn failed_message(number: u64, error: &ToolCallError, id: Option<&str>, name: Option<&str>) -> ToolMessage {
+    guardhost::jsonl::line_error(number, &error.to_string(), id, name)
+}
+
+// ---------------------------------------------------------------- messages
+
+/// `--output messages`: a tool message, or `{"type": "interrupt", ...}`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum MessageLine<'a> {
+    Message(&'a ToolMessage),
+    Interrupt(InterruptLine<'a>),
+}
+
+/// `{"type": "interrupt", ...}`: the line, the call, and what the provider said.
+#[derive(Debug, Serialize)]
+struct InterruptLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    line: u64,
+    tool_call_id: Option<&'a str>,
+    name: Option<&'a str>,
+    message: &'a str,
+    payload: &'a Value,
+}
+
+// --------------------------------------------------------------- decisions
+
+/// What a caller switches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Allow,
+    Deny,
+    Error,
+    Interrupt,
+}
+
+/// One line of `--output decisions`. The first four fields are on every
+/// line; the others only for the outcomes that have them.
+#[derive(Debug, Serialize)]
+struct DecisionLine<'a> {
+    line: u64,
+    outcome: Outcome,
+    tool_call_id: Option<&'a str>,
+    name: Option<&'a str>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    decision: Option<DecisionFields<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorField<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupt: Option<InterruptField<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a ToolMessage>,
+}
+
+/// The decision of an `allow` or `deny` line.
+#[derive(Debug, Serialize)]
+struct DecisionFields<'a> {
+    /// False when no guardrail is installed: nothing decided, the call runs.
+    guardrail: bool,
+    allow: bool,
+    reasons: &'a [GuardrailReason],
+    policy_id: Option<&'a str>,
+    metadata: &'a Map<String, Value>,
+    provider_error: bool,
+}
+
+/// Why a line got no decision.
+#[derive(Debug, Serialize)]
+struct ErrorField<'a> {
+    kind: ErrorKind,
+    message: &'a str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum ErrorKind {
+    /// Not a usable tool call: not UTF-8, empty, not JSON, not an object, a
+    /// field of the wrong type.
+    MalformedLine,
+    /// A tool call whose guardrail request cannot be built (its context).
+    InvalidRequest,
+    /// The tool handler failed; the dry-run handler of `run` never does.
+    HandlerError,
+}
+
+#[derive(Debug, Serialize)]
+struct InterruptField<'a> {
+    message: &'a str,
+    payload: &'a Value,
+}
+
+/// Writes the answer to line `number` in `format`, without the newline.
+pub fn write(
+    out: &mut impl std::io::Write,
+    format: OutputFormat,
+    number: u64,
+    handled: &Handled,
+) -> serde_json::Result<()> {
+    match format {
+        OutputFormat::Messages => write_message(out, number, handled),
+        OutputFormat::Decisions => write_decision(out, number, handled),
+    }
+}
+
+fn write_message(out: &mut impl std::io::Write, number: u64, handled: &Handled) -> serde_json::Result<()> {
+    let failed;
+    let line = match handled {
+        Handled::Decided { message, .. } | Handled::Malformed { message, .. } => {
+            MessageLine::Message(message)
+        }
+        Handled::Failed { id, name, error } => {
+            failed = failed_message(number, error, id.as_deref(), name.as_deref());
+            MessageLine::Message(&failed)
+        }
+        Handled::Interrupted { id, name, interrupt } => MessageLine::Interrupt(InterruptLine {
+            kind: "interrupt",
+            line: number,
+            tool_call_id: id.as_deref(),
+            name: name.as_deref(),
+            message: &interrupt.message,
+            payload: &interrupt.payload,
+        }),
+    };
+    serde_json::to_writer(out, &line)
+}
+
+fn write_decision(out: &mut impl std::io::Write, number: u64, handled: &Handled) -> serde_json::Result<()> {
+    let failed;
+    let failed_text;
+    let no_metadata = Map::new();
+    let (id, name) = match handled {
+        Handled::Decided { id, name, .. }
+        | Handled::Malformed { id, name, .. }
+        | Handled::Failed { id, name, .. }
+        | Handled::Interrupted { id, name, .. } => (id.as_deref(), name.as_deref()),
+    };
+    let mut line = DecisionLine {
+        line: number,
+        outcome: Outcome::Error,
+        tool_call_id: id,
+        name,
+        decision: None,
+        error: None,
+        interrupt: None,
+        message: None,
+    };
+    match handled {
+        Handled::Decided { decision, provider_error, message, .. } => {
+            let fields = match decision {
+                Some(decision) => DecisionFields {
+                    guardrail: true,
+                    allow: decision.allow,
+                    reasons: &decision.reasons,
+                    policy_id: decision.policy_id.as_deref(),
+                    metadata: &decision.metadata,
+                    provider_error: *provider_error,
+                },
+                None => DecisionFields {
+                    guardrail: false,
+                    allow: true,
+                    reasons: &[],
+                    policy_id: None,
+                    metadata: &no_metadata,
+                    provider_error: false,
+                },
+            };
+            line.outcome = if fields.allow { Outcome::Allow } else { Outcome::Deny };
+            line.decision = Some(fields);
+            line.message = Some(message);
+        }
+        Handled::Malformed { message, .. } => {
+            line.error = Some(ErrorField {
+                kind: ErrorKind::MalformedLine,
+                message: problem(number, &message.content),
+            });
+            line.message = Some(message);
+        }
+        Handled::Failed { error, .. } => {
+            let kind = match error {
+                ToolCallError::InvalidRequest(_) => ErrorKind::InvalidRequest,
+                _ => ErrorKind::HandlerError,
+            };
+            failed = failed_message(number, error, id, name);
+            failed_text = error.to_string();
+            line.error = Some(ErrorField { kind, message: &failed_text });
+            line.message = Some(&failed);
+        }
+        Handled::Interrupted { interrupt, .. } => {
+            line.outcome = Outcome::Interrupt;
+            line.interrupt =
+                Some(InterruptField { message: &interrupt.message, payload: &interrupt.payload });
+        }
+    }
+    serde_json::to_writer(out, &line)
+}
+
+/// The id and name of a malformed line, when it is a JSON object that has
+/// them as strings.
+pub fn readable_id_and_name(bytes: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(bytes) else { return (None, None) };
+    let mut field = |key: &str| match map.remove(key) {
+        Some(Value::String(text)) => Some(text),
+        _ => None,
+    };
+    (field("id"), field("name"))
+}
