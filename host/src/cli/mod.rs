@@ -40,7 +40,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Load, resolve and construct the configured provider, and describe it.
+    /// Load, resolve and construct the configured provider, decide one
+    /// harmless call with it, and describe it.
     Check {
         #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
         config: Option<PathBuf>,
@@ -50,7 +51,8 @@ enum Command {
     /// Read tool calls as JSON lines and answer each with one JSON line, in
     /// order: a tool message (allowed: a dry run; denied or malformed: an
     /// error message), or {"type": "interrupt", ...} when the provider raised
-    /// an interrupt.
+    /// an interrupt. With --output decisions, one decision object per line
+    /// (docs/protocol.md): the way to drive guardhost from another process.
     Run(run::RunArgs),
     /// Check that a provider library is fit to guard every tool call: load,
     /// descriptor, construction, a corpus of requests, decision hygiene,
