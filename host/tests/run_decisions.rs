@@ -249,7 +249,7 @@ fn mixed_input() -> (String, Vec<(&'static str, Option<&'static str>)>) {
         "[1, 2]".to_owned(),
         r#"{"name": "ls", "id": "6", "args": "oops"}"#.to_owned(),
         r#"{"name": "ls", "id": "7", "context": {"authz_attributes": [1]}}"#.to_owned(),
-        r#"{"name": 5, "id": 8}"#.to_owned(),
+        r#"{"name": ["x"], "id": 8}"#.to_owned(),
         echo_call("9", "web_search", json!({"allow": true, "metadata": {"k": "v"}})),
     ];
     let expected = vec![
@@ -301,12 +301,12 @@ fn malformed_lines_are_answered_in_place_and_order_is_kept() {
     assert!(error(3).starts_with("empty line"), "{}", error(3));
     assert!(error(4).starts_with("not a JSON object"), "{}", error(4));
     assert!(
-        error(5).starts_with("invalid tool call: invalid type: string \"oops\", expected a map"),
+        error(5).starts_with("invalid tool call: `args` must be a mapping, found a string"),
         "{}",
         error(5)
     );
     assert!(
-        error(6).starts_with("cannot build the guardrail request: authz_attributes must be a mapping"),
+        error(6).starts_with("cannot build the guardrail request: authz_attributes must be a Mapping, got list"),
         "{}",
         error(6)
     );
