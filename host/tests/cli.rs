@@ -3,41 +3,12 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
+use support::cli::{guardhost, json_lines, stderr, stdout};
 use support::{library, use_of, write};
-
-fn guardhost(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
-        .args(args)
-        .env("GUARDHOST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("guardhost starts");
-    let mut input = child.stdin.take().unwrap();
-    if let Some(bytes) = stdin {
-        input.write_all(bytes).unwrap();
-    }
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).unwrap()
-}
-
-fn json_lines(output: &Output) -> Vec<Value> {
-    stdout(output).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
-}
 
 /// A config file in a fresh directory; `provider` is the YAML of `provider:`.
 fn config(dir: &Path, provider: &str, extra: &str) -> PathBuf {

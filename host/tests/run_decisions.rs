@@ -12,34 +12,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use support::cli::{guardhost, json_lines, stderr, stdout};
 use support::{use_of, write};
-
-fn guardhost(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
-        .args(args)
-        .env("GUARDHOST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("guardhost starts");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin).unwrap();
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).unwrap()
-}
-
-fn json_lines(output: &Output) -> Vec<Value> {
-    stdout(output).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
-}
 
 /// The last line of stderr: the summary.
 fn summary(output: &Output) -> String {
@@ -62,7 +36,7 @@ fn test_provider(dir: &Path, symbol: &str, extra: &str) -> PathBuf {
 fn decisions(config: &Path, extra: &[&str], input: &str) -> Output {
     let mut args = vec!["run", "--config", config.to_str().unwrap(), "--output", "decisions"];
     args.extend_from_slice(extra);
-    guardhost(&args, input.as_bytes())
+    guardhost(&args, Some(input.as_bytes()))
 }
 
 /// A line for the echo-decision provider: it returns the decision the
@@ -306,7 +280,8 @@ fn malformed_lines_are_answered_in_place_and_order_is_kept() {
         error(5)
     );
     assert!(
-        error(6).starts_with("cannot build the guardrail request: authz_attributes must be a Mapping, got list"),
+        error(6)
+            .starts_with("cannot build the guardrail request: authz_attributes must be a Mapping, got list"),
         "{}",
         error(6)
     );
@@ -321,7 +296,7 @@ fn malformed_lines_are_answered_in_place_and_order_is_kept() {
 
 #[test]
 fn invalid_utf8_and_a_last_line_without_newline_are_answered() {
-    let out = guardhost(&["run", "--output", "decisions"], b"\xff\xfe\n{\"name\":\"ls\",\"id\":\"2\"}");
+    let out = guardhost(&["run", "--output", "decisions"], Some(b"\xff\xfe\n{\"name\":\"ls\",\"id\":\"2\"}"));
     assert_eq!(out.status.code(), Some(1));
     let lines = json_lines(&out);
     assert_eq!(lines.len(), 2);
@@ -370,7 +345,7 @@ fn async_answers_exactly_as_sync_in_both_formats() {
             let run = |more: &[&str]| {
                 let mut args = vec!["run", "--config", config.to_str().unwrap(), "--output", format];
                 args.extend_from_slice(more);
-                guardhost(&args, mixed.as_bytes())
+                guardhost(&args, Some(mixed.as_bytes()))
             };
             let (sync, asynchronous) = (run(&[]), run(&["--async"]));
             assert!(!stdout(&sync).is_empty());
@@ -386,9 +361,11 @@ fn messages_stay_the_default_and_both_formats_agree() {
     let dir = tempfile::tempdir().unwrap();
     let config = test_provider(dir.path(), "EchoDecisionProvider", "");
     let (input, _) = mixed_input();
-    let default = guardhost(&["run", "--config", config.to_str().unwrap()], input.as_bytes());
-    let messages =
-        guardhost(&["run", "--config", config.to_str().unwrap(), "--output", "messages"], input.as_bytes());
+    let default = guardhost(&["run", "--config", config.to_str().unwrap()], Some(input.as_bytes()));
+    let messages = guardhost(
+        &["run", "--config", config.to_str().unwrap(), "--output", "messages"],
+        Some(input.as_bytes()),
+    );
     let decided = decisions(&config, &[], &input);
     assert_eq!(stdout(&default), stdout(&messages));
     assert_eq!(default.status.code(), decided.status.code());
@@ -404,7 +381,7 @@ fn messages_stay_the_default_and_both_formats_agree() {
 
 #[test]
 fn an_unknown_output_format_is_a_usage_error() {
-    let out = guardhost(&["run", "--output", "xml"], b"");
+    let out = guardhost(&["run", "--output", "xml"], None);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(

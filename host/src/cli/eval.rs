@@ -71,11 +71,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode, CliError> {
     };
     let middleware = guardrail.middleware;
     let outcome = if args.use_async {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|source| CliError::Io { what: "cannot start the async runtime".into(), source })?;
+        let runtime = super::async_runtime()?;
         let handler = async_handler(|call: ToolCallRequest| async move { Ok(dry_run(&call.tool_call)) });
         runtime.block_on(middleware.acall_with_verdict(call, handler))
     } else {

@@ -86,6 +86,15 @@ pub enum CliError {
     Io { what: String, source: std::io::Error },
 }
 
+/// The tokio runtime of `--async` (`eval` and `run`).
+fn async_runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| CliError::Io { what: "cannot start the async runtime".into(), source })
+}
+
 /// Loads the config named on the command line, or the embedded default.
 fn load_config(path: Option<&std::path::Path>) -> Result<LoadedConfig, CliError> {
     Ok(match path {

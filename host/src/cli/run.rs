@@ -63,11 +63,7 @@ impl CallPath {
         if !use_async {
             return Ok(CallPath::Sync);
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|source| CliError::Io { what: "cannot start the async runtime".into(), source })?;
+        let runtime = super::async_runtime()?;
         let handler = async_handler(|call: ToolCallRequest| async move { Ok(dry_run(&call.tool_call)) });
         Ok(CallPath::Async { runtime, handler })
     }

@@ -2,6 +2,8 @@
 //! providers and middleware from them, write real YAML files.
 #![allow(dead_code)]
 
+pub mod cli;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

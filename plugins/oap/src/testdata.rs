@@ -8,8 +8,8 @@
 //! Unset: a test that needs it says so on stderr (written directly, so the
 //! notice shows in a normal `cargo test` run, where the harness captures
 //! `println!`) and returns. Set: a missing directory or file fails the test,
-//! naming what is missing. (`tests/common/mod.rs` is the same for the
-//! integration tests.)
+//! naming what is missing. The integration tests include this file too
+//! (`tests/common/mod.rs`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
