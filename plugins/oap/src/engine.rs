@@ -250,11 +250,12 @@ impl Engine {
             ));
         }
         if passport.spec_version != SPEC_VERSION {
+            // APort's code and text (aport-guardrail-bash.sh, 1.0.36).
             return Err(hard(
                 deny(
-                    "oap.misconfigured",
+                    "oap.passport_version_mismatch",
                     format!(
-                        "passport spec_version {:?} is not supported (expected {SPEC_VERSION})",
+                        "Passport spec version is '{}', expected '{SPEC_VERSION}'",
                         passport.spec_version
                     ),
                 ),

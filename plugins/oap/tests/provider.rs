@@ -640,10 +640,12 @@ fn passport_and_context_failures_deny_with_their_codes() {
     let draft = with_passport(&passport_with(dir.path(), |p| p["status"] = json!("draft")));
     assert_eq!(code(&*draft, "bash", json!({"command": "ls"})), "oap.passport_suspended");
     let dir = tempfile::tempdir().unwrap();
-    let old_spec = with_passport(&passport_with(dir.path(), |p| p["spec_version"] = json!("oap/0.9")));
-    let d = decide(&*old_spec, "bash", json!({"command": "ls"}));
-    assert_eq!(d.reasons[0].code, "oap.misconfigured");
-    assert!(d.reasons[0].message.contains("spec_version \"oap/0.9\" is not supported"), "{d:?}");
+    let old_spec_path = passport_with(dir.path(), |p| p["spec_version"] = json!("oap/0.9"));
+    let d = decide(&*with_passport(&old_spec_path), "bash", json!({"command": "ls"}));
+    assert_eq!(d.reasons[0].code, "oap.passport_version_mismatch");
+    // Like a suspension, a broken setup: `warn` mode does not let it pass.
+    let warn = provider(json!({"passport_path": old_spec_path, "mode": "warn"}));
+    assert_eq!(code(&*warn, "bash", json!({"command": "ls"})), "oap.passport_version_mismatch");
 
     let p = with_passport(&example_passport());
     let big = "x".repeat(101 * 1024);
@@ -870,4 +872,10 @@ fn denials_carry_aports_own_texts() {
     let revoked = passport_with(dir.path(), |p| p["status"] = json!("revoked"));
     let d = decide(&*with_passport(&revoked), "bash", json!({"command": "ls"}));
     assert_eq!(d.reasons[0].message, "Passport status is 'revoked', not 'active'. Agent suspended.");
+    let old_spec = passport_with(dir.path(), |p| p["spec_version"] = json!("oap/0.9"));
+    let d = decide(&*with_passport(&old_spec), "bash", json!({"command": "ls"}));
+    assert_eq!(
+        (d.reasons[0].code.as_str(), d.reasons[0].message.as_str()),
+        ("oap.passport_version_mismatch", "Passport spec version is 'oap/0.9', expected 'oap/1.0'")
+    );
 }
