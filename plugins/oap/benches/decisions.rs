@@ -4,7 +4,9 @@
 //!
 //! `cargo bench -p guardhost-oap --bench decisions`. Each case times
 //! 200,000 decisions one by one (after a warm-up); numbers are for
-//! comparison on one machine, not assertions.
+//! comparison on one machine, not assertions. The last case goes through a
+//! pack of our own in `policies_dir` (rules and a `required_context`
+//! schema), written to a temporary directory.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -19,9 +21,28 @@ fn main() {
     let passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/oap/passport.json");
     let use_ = format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display());
     let config = json!({ "passport_path": passport }).as_object().cloned().unwrap();
-    let provider = guardhost::instantiate(&ProviderSpec::new(use_, config), Path::new("/")).unwrap().provider;
+    let provider =
+        guardhost::instantiate(&ProviderSpec::new(use_.clone(), config), Path::new("/")).unwrap().provider;
+    let dir = tempfile::tempdir().unwrap();
+    let with_pack = {
+        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&passport).unwrap()).unwrap();
+        doc["capabilities"].as_array_mut().unwrap().push(json!({"id": "demo.ticket.create"}));
+        doc["limits"]["demo.ticket.create"] = json!({"max_priority": 3});
+        let passport = dir.path().join("passport.json");
+        std::fs::write(&passport, doc.to_string()).unwrap();
+        let packs = dir.path().join("packs");
+        std::fs::create_dir(&packs).unwrap();
+        std::fs::write(packs.join("demo.ticket.create.v1.json"), TICKET_PACK).unwrap();
+        let config = json!({
+            "passport_path": passport,
+            "policies_dir": packs,
+            "tool_mapping": {"create_ticket": "demo.ticket.create.v1"},
+        });
+        let spec = ProviderSpec::new(use_, config.as_object().cloned().unwrap());
+        guardhost::instantiate(&spec, Path::new("/")).unwrap().provider
+    };
 
-    let cases: [(&str, &str, Value, bool); 5] = [
+    let cases: [(&str, &str, Value, bool); 6] = [
         (
             "allowed command (bash ls -la)",
             "bash",
@@ -42,11 +63,18 @@ fn main() {
             true,
         ),
         ("unmapped tool (denied early)", "frobnicate", json!({}), false),
+        (
+            "pack in policies_dir (create_ticket)",
+            "create_ticket",
+            json!({"title": "Disk full on build-3", "priority": 2, "severity": "high", "labels": ["ops"]}),
+            true,
+        ),
     ];
     println!("{:<36} {:>14} {:>10} {:>10} {:>10}", "case", "decisions/s", "p50", "p99", "max");
     for (name, tool, args, allow) in cases {
         let call = ToolCallRequest::new(tool, args.as_object().cloned().unwrap());
         let request = GuardrailRequest::from_tool_call(&call, None).unwrap();
+        let provider = if tool == "create_ticket" { &with_pack } else { &provider };
         assert_eq!(provider.evaluate(&request).unwrap().allow, allow, "{name}");
         for _ in 0..10_000 {
             black_box(provider.evaluate(black_box(&request)).unwrap());
@@ -70,6 +98,32 @@ fn main() {
         );
     }
 }
+
+/// A pack of our own, in APort's shape: one rule and a context schema.
+const TICKET_PACK: &str = r#"{
+  "id": "demo.ticket.create.v1",
+  "requires_capabilities": ["demo.ticket.create"],
+  "min_assurance": "L0",
+  "required_fields": ["title", "priority"],
+  "required_context": {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "required": ["title", "priority"],
+    "properties": {
+      "title": {"type": "string", "minLength": 1, "maxLength": 200},
+      "priority": {"type": "integer", "minimum": 1, "maximum": 5},
+      "severity": {"type": "string", "enum": ["low", "medium", "high"]},
+      "labels": {"type": "array", "items": {"type": "string"}}
+    }
+  },
+  "evaluation_rules": [
+    {
+      "name": "priority_cap",
+      "condition": "priority <= limits.max_priority",
+      "deny_code": "oap.limit_exceeded"
+    }
+  ]
+}"#;
 
 fn fmt(d: Duration) -> String {
     let ns = d.as_nanos() as f64;

@@ -197,20 +197,15 @@ impl Engine {
                 None,
             ));
         }
-        let args: Map<String, Value> = match serde_json::from_str(request.tool_input_json.as_str()) {
-            Ok(Value::Object(map)) => map,
-            _ => {
-                return Err(hard(
-                    deny("oap.invalid_context", "the tool arguments are not a JSON object"),
-                    None,
-                ))
-            }
+        let input: Value = serde_json::from_str(request.tool_input_json.as_str()).unwrap_or(Value::Null);
+        let Value::Object(args) = &input else {
+            return Err(hard(deny("oap.invalid_context", "the tool arguments are not a JSON object"), None));
         };
         // Where the tool goes without the passport (for messages on
         // passport failures); MCP server names need the passport.
         let provisional = mapping::route(tool, &self.tool_mapping, &[]).map(|r| r.pack_id().to_owned());
         let counted =
-            request.tool_input_json.len().saturating_sub(written_text_len(&args, provisional.as_deref()));
+            request.tool_input_json.len().saturating_sub(written_text_len(args, provisional.as_deref()));
         if counted > MAX_CONTEXT_BYTES {
             return Err(hard(
                 deny("oap.context_too_large", "Context JSON exceeds maximum size"),
@@ -250,11 +245,12 @@ impl Engine {
             ));
         }
         if passport.spec_version != SPEC_VERSION {
+            // APort's code and text (aport-guardrail-bash.sh, 1.0.36).
             return Err(hard(
                 deny(
-                    "oap.misconfigured",
+                    "oap.passport_version_mismatch",
                     format!(
-                        "passport spec_version {:?} is not supported (expected {SPEC_VERSION})",
+                        "Passport spec version is '{}', expected '{SPEC_VERSION}'",
                         passport.spec_version
                     ),
                 ),
@@ -295,30 +291,34 @@ impl Engine {
         let limit_paths = |p: &str| passport.resolved_path(p, files::resolve);
         let checked = match &route {
             Route::WebSearch => {
-                web::check_search(&args).and_then(|()| self.rate(&passport, &pack, limits, WEB_RATE_KEYS))
+                web::check_search(args).and_then(|()| self.rate(&passport, &pack, limits, WEB_RATE_KEYS))
             }
-            Route::Listing => files::check(&args, limits, files::Access::List, &limit_paths),
-            Route::Mcp { server, tool } => mcp::check(&args, limits, Some((server, tool)))
+            Route::Listing => files::check(args, limits, files::Access::List, &limit_paths),
+            Route::Mcp { server, tool } => mcp::check(args, limits, Some((server, tool)))
                 .and_then(|()| self.rate(&passport, &pack, limits, &["max_calls_per_minute"])),
             Route::Pack(id) => match id.as_str() {
-                "system.command.execute.v1" => command::check(&args, limits),
-                "data.file.read.v1" => files::check(&args, limits, files::Access::Read, &limit_paths),
-                "data.file.write.v1" => files::check(&args, limits, files::Access::Write, &limit_paths),
-                "web.fetch.v1" => web::check_fetch(&args, limits)
+                "system.command.execute.v1" => command::check(args, limits),
+                "data.file.read.v1" => files::check(args, limits, files::Access::Read, &limit_paths),
+                "data.file.write.v1" => files::check(args, limits, files::Access::Write, &limit_paths),
+                "web.fetch.v1" => web::check_fetch(args, limits)
                     .and_then(|()| self.rate(&passport, &pack, limits, WEB_RATE_KEYS)),
-                "mcp.tool.execute.v1" => mcp::check(&args, limits, None)
+                "mcp.tool.execute.v1" => mcp::check(args, limits, None)
                     .and_then(|()| self.rate(&passport, &pack, limits, &["max_calls_per_minute"])),
-                "messaging.message.send.v1" if generic.is_none() => messaging::check(&args, limits)
+                "messaging.message.send.v1" if generic.is_none() => messaging::check(args, limits)
                     .and_then(|()| self.rate(&passport, &pack, limits, &["msgs_per_min"])),
-                _ => self.generic(&passport, &pack, &required, generic.map(Arc::as_ref), &args, metadata),
+                _ => self.generic(&passport, &pack, &required, generic.map(Arc::as_ref), &input, metadata),
             },
         };
         checked.map_err(|denial| Failure::soft(denial, &pack))?;
         Ok(pack)
     }
 
-    /// A pack without native checks: its `policy.json` rules when
-    /// `policies_dir` holds it. Limits the provider cannot check (no
+    /// A pack without native checks: its `policy.json` rules, and its
+    /// `required_context` schema, when `policies_dir` holds it. (Packs with
+    /// native checks, command, files, fetch and MCP, check their fields as
+    /// APort's local evaluator does; their schemas are compiled at load but
+    /// not applied, since DeerFlow's argument names, `path`, `query`, are
+    /// not theirs, `file_path`, `url`.) Limits the provider cannot check (no
     /// `policy.json`, or rules that are code in APort's evaluator) deny
     /// rather than pass unchecked; without limits, the capability suffices.
     fn generic(
@@ -327,7 +327,7 @@ impl Engine {
         pack: &str,
         required: &[&str],
         generic: Option<&GenericPack>,
-        args: &Map<String, Value>,
+        args: &Value,
         metadata: &mut Map<String, Value>,
     ) -> packs::Checked {
         // Limits count when they say something: the generator's

@@ -21,7 +21,8 @@
 //!    it names a file, else `~/.aport/<framework>/aport/passport.json`; it
 //!    is re-read when the file changes, so a suspension applies to the next
 //!    call;
-//! 3. `status: active`; 4. `spec_version: oap/1.0`;
+//! 3. `status: active`; 4. `spec_version: oap/1.0`
+//!    (`oap.passport_version_mismatch`, as APort);
 //! 5. the tool maps to a policy pack ([`mapping`]); 6. the passport has
 //!    every capability the pack requires;
 //! 7. the pack's checks with `limits[<pack without .vN>]` ([`packs`]);

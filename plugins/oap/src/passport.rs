@@ -57,7 +57,8 @@ pub struct Passport {
     /// `owner_id`.
     pub owner_id: String,
     /// `spec_version` (checked at evaluation, not at load: an unsupported
-    /// version is a denial, not a broken file).
+    /// version is a denial, `oap.passport_version_mismatch`, not a broken
+    /// file).
     pub spec_version: String,
     /// `status`.
     pub status: Status,

@@ -9,13 +9,18 @@
 //!
 //! 1. The pack's `min_assurance`: the passport's `assurance_level` must rank
 //!    at least as high (`oap.assurance_insufficient`).
-//! 2. The `evaluation_rules`, in file order; the first rule whose condition
+//! 2. The values of the context must be what the pack's `required_context`
+//!    (a JSON Schema, compiled at load) allows: types, `enum`, patterns,
+//!    bounds (`oap.invalid_context`, `Invalid context field priority: ...`).
+//!    See [`schema`] for what is checked and why.
+//! 3. The `evaluation_rules`, in file order; the first rule whose condition
 //!    is **false** denies with its `deny_code`.
-//! 3. The pack's `required_fields` must be present and not `null` in the
+//! 4. The pack's `required_fields`, then any other property the top level
+//!    of `required_context` requires, must be present and not `null` in the
 //!    context (`oap.invalid_context`, `Missing required fields: a, b`). They
 //!    come after the rules so a request that both breaks a rule and lacks a
 //!    field is told about the rule (the more specific reason).
-//! 4. Allowed: the stateful names are updated (see *State*).
+//! 5. Allowed: the stateful names are updated (see *State*).
 //!
 //! Rules of `type: custom_validator` (named code in APort's evaluator) and
 //! conditions this grammar cannot parse (a few packs carry prose such as
@@ -25,9 +30,9 @@
 //! [`RuleSupport::CustomValidator`] / [`RuleSupport::Unsupported`], and the
 //! caller may refuse such packs if it wants to fail closed.
 //!
-//! Not enforced: `required_context` (its JSON-schema types, minimums and
-//! patterns), `limits_required` (APort's own fixture passports omit listed
-//! limits such as `approval_required`), `enforcement`, `mcp`.
+//! Not enforced: `required` below the top level of `required_context` (see
+//! [`schema`]), `limits_required` (APort's own fixture passports omit
+//! listed limits such as `approval_required`), `enforcement`, `mcp`.
 //!
 //! # Grammar
 //!
@@ -159,6 +164,7 @@ mod bind;
 mod eval;
 mod lexer;
 mod parser;
+pub mod schema;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -173,6 +179,7 @@ use serde_json::{Map, Value};
 use bind::{StateVar, Update, UpdateOp};
 use eval::{assurance_rank, show, truth, Cx, Tri, Val};
 use parser::{ArithOp, Base, CmpOp, Expr, Quant, Step};
+use schema::ContextSchema;
 use state::{Pending, StateInner};
 
 /// Fallback names for limits a passport spells differently from the pack,
@@ -274,6 +281,8 @@ pub struct GenericPack {
     /// `(lte_minor, min_level)`, ascending.
     assurance_rules: Vec<(f64, String)>,
     required_fields: Vec<String>,
+    /// `required_context`, compiled.
+    context_schema: Option<ContextSchema>,
     /// Keys of `passport.limits` that `limits.X` is relative to.
     limit_scopes: Vec<String>,
     rules: Vec<Rule>,
@@ -354,6 +363,7 @@ impl GenericPack {
             Some(v) => Some(level(v, &id, "`min_assurance`")?),
         };
         let required_fields = string_list(obj, "required_fields", &id)?.unwrap_or_default();
+        let context_schema = ContextSchema::compile(&id, obj.get("required_context"))?;
         let mut declared: HashSet<String> = required_fields.iter().cloned().collect();
         declared.extend(string_list(obj, "optional_fields", &id)?.unwrap_or_default());
         let props = obj.get("required_context").and_then(|c| c.get("properties")).and_then(Value::as_object);
@@ -441,6 +451,7 @@ impl GenericPack {
             min_assurance,
             assurance_rules,
             required_fields,
+            context_schema,
             limit_scopes,
             rules,
             state_vars: bound.vars,
@@ -473,33 +484,30 @@ impl GenericPack {
         }
     }
 
-    /// Evaluates `context` (the tool call's arguments) for `passport` (the
-    /// whole passport document). State (daily totals, recent idempotency
-    /// keys, counters) lives in `state`, shared by concurrent calls.
-    pub fn evaluate(&self, passport: &Value, context: &Map<String, Value>, state: &GenericState) -> Verdict {
+    /// Evaluates `context` (the tool call's arguments, a JSON object; any
+    /// other value holds no fields) for `passport` (the whole passport
+    /// document). State (daily totals, recent idempotency keys, counters)
+    /// lives in `state`, shared by concurrent calls.
+    pub fn evaluate(&self, passport: &Value, context: &Value, state: &GenericState) -> Verdict {
         self.evaluate_at(passport, context, state, unix_now())
     }
 
     /// [`GenericPack::evaluate`] at `now` (Unix seconds), for `now()` and
     /// the state windows.
-    pub fn evaluate_at(
-        &self,
-        passport: &Value,
-        context: &Map<String, Value>,
-        state: &GenericState,
-        now: f64,
-    ) -> Verdict {
+    pub fn evaluate_at(&self, passport: &Value, context: &Value, state: &GenericState, now: f64) -> Verdict {
+        let empty = Map::new();
+        let fields = context.as_object().unwrap_or(&empty);
         if !self.stateful {
-            let cx = self.cx(passport, context, None, now);
-            return match self.check(&cx, true).into_iter().next() {
+            let cx = self.cx(passport, fields, None, now);
+            return match self.check(&cx, context, true).into_iter().next() {
                 Some(r) => Verdict::Deny { code: r.code, message: r.message },
                 None => Verdict::Allow,
             };
         }
         let mut guard = state.lock();
         let (reason, pending) = {
-            let cx = self.cx(passport, context, Some(&guard), now);
-            match self.check(&cx, true).into_iter().next() {
+            let cx = self.cx(passport, fields, Some(&guard), now);
+            match self.check(&cx, context, true).into_iter().next() {
                 Some(r) => (Some(r), Vec::new()),
                 None => (None, self.pending(&cx)),
             }
@@ -514,18 +522,14 @@ impl GenericPack {
     }
 
     /// Every failing check (not just the first), without changing `state`.
-    pub fn explain(
-        &self,
-        passport: &Value,
-        context: &Map<String, Value>,
-        state: &GenericState,
-        now: f64,
-    ) -> Vec<Reason> {
+    pub fn explain(&self, passport: &Value, context: &Value, state: &GenericState, now: f64) -> Vec<Reason> {
+        let empty = Map::new();
+        let fields = context.as_object().unwrap_or(&empty);
         if !self.stateful {
-            return self.check(&self.cx(passport, context, None, now), false);
+            return self.check(&self.cx(passport, fields, None, now), context, false);
         }
         let guard = state.lock();
-        self.check(&self.cx(passport, context, Some(&guard), now), false)
+        self.check(&self.cx(passport, fields, Some(&guard), now), context, false)
     }
 
     fn cx<'a>(
@@ -540,7 +544,9 @@ impl GenericPack {
     }
 
     /// The failing checks, in order; only the first when `first_only`.
-    fn check(&self, cx: &Cx<'_>, first_only: bool) -> Vec<Reason> {
+    /// `context` is the arguments as given (`cx.context` is their fields),
+    /// for the schema.
+    fn check(&self, cx: &Cx<'_>, context: &Value, first_only: bool) -> Vec<Reason> {
         let mut out = Vec::new();
         if let Some((min, min_name)) = self.min_assurance.as_ref().filter(|(min, _)| *min > 0) {
             let level = cx.passport.get("assurance_level").and_then(Value::as_str);
@@ -566,6 +572,13 @@ impl GenericPack {
                 }
             }
         }
+        let schema = self.context_schema.as_ref().map(|s| s.check(context)).unwrap_or_default();
+        if let Some(message) = schema.invalid {
+            out.push(Reason { rule: "required_context".into(), code: "oap.invalid_context".into(), message });
+            if first_only {
+                return out;
+            }
+        }
         let mut vars = Vec::new();
         for rule in &self.rules {
             let Some(expr) = &rule.expr else { continue };
@@ -580,12 +593,17 @@ impl GenericPack {
                 return out;
             }
         }
-        let missing: Vec<&str> = self
+        let mut missing: Vec<&str> = self
             .required_fields
             .iter()
             .filter(|f| cx.context.get(f.as_str()).is_none_or(Value::is_null))
             .map(String::as_str)
             .collect();
+        for name in &schema.missing {
+            if !missing.contains(&name.as_str()) {
+                missing.push(name);
+            }
+        }
         if !missing.is_empty() {
             out.push(Reason {
                 rule: "required_fields".into(),

@@ -48,8 +48,12 @@ fn sorted_dirs(path: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-fn obj(v: &Value) -> Map<String, Value> {
-    v.as_object().cloned().unwrap_or_default()
+fn obj(v: &Value) -> Value {
+    if v.is_object() {
+        v.clone()
+    } else {
+        Value::Object(Map::new())
+    }
 }
 
 fn verdict_code(v: &Verdict) -> &str {
@@ -150,7 +154,7 @@ fn tri_with(cond: &str, passport: &Value, context: &Value) -> Tri {
     let rule = &pack.rules[0];
     let expr =
         rule.expr.as_ref().unwrap_or_else(|| panic!("`{cond}` did not parse: {:?}", rule.info.support));
-    let context = obj(context);
+    let context = context.as_object().cloned().unwrap_or_default();
     let state = GenericState::new();
     let guard = state.lock();
     let cx = Cx { pack: &pack, passport, context: &context, state: Some(&guard), subject: "p1", now: NOW };
