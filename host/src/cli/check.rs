@@ -74,7 +74,12 @@ const PROBE_TOOL: &str = "guardhost_check";
 /// usable passport (missing, unreadable, invalid, of an unsupported
 /// version), or a suspended or revoked one. A policy that simply denies the
 /// probe (an empty allowlist, an unmapped tool) is not among them.
-const BROKEN_SETUP: [&str; 3] = ["oap.passport_not_found", "oap.misconfigured", "oap.passport_suspended"];
+const BROKEN_SETUP: [&str; 4] = [
+    "oap.passport_not_found",
+    "oap.misconfigured",
+    "oap.passport_version_mismatch",
+    "oap.passport_suspended",
+];
 
 /// Decides one harmless call through the configured provider: proof that
 /// it can decide at all. A provider error, or a denial whose code says the
