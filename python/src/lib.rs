@@ -90,13 +90,47 @@ fn interrupt_error(py: Python<'_>, message: String, payload: &Value) -> PyErr {
 // ---------------------------------------------------------------------------
 // Python <-> JSON
 
+/// Why a Python value is not JSON: the message, and where (the path is
+/// built only when there is an error, innermost segment first).
+struct NotJson {
+    path: Vec<String>,
+    message: String,
+}
+
+impl NotJson {
+    fn new(message: String) -> Self {
+        NotJson { path: Vec::new(), message }
+    }
+    fn within(mut self, segment: String) -> Self {
+        self.path.push(segment);
+        self
+    }
+    fn into_err(self, root: &str) -> PyErr {
+        let mut at = root.to_owned();
+        for segment in self.path.iter().rev() {
+            at.push_str(segment);
+        }
+        RequestError::new_err(format!("{at}: {}", self.message))
+    }
+}
+
+impl From<PyErr> for NotJson {
+    fn from(error: PyErr) -> Self {
+        NotJson::new(error.to_string())
+    }
+}
+
 /// A Python value as JSON: `None`, `bool`, `int`, `float`, `str`, `dict` (string
 /// keys), `list` and `tuple`. Anything else is a `RequestError` naming where it is.
 fn to_json(value: &Bound<'_, PyAny>, at: &str) -> PyResult<Value> {
-    if value.is_none() {
-        Ok(Value::Null)
-    } else if let Ok(s) = value.downcast::<PyString>() {
+    json_value(value).map_err(|e| e.into_err(at))
+}
+
+fn json_value(value: &Bound<'_, PyAny>) -> Result<Value, NotJson> {
+    if let Ok(s) = value.downcast::<PyString>() {
         Ok(Value::String(s.to_str()?.to_owned()))
+    } else if value.is_none() {
+        Ok(Value::Null)
     } else if let Ok(b) = value.downcast::<PyBool>() {
         Ok(Value::Bool(b.is_true()))
     } else if let Ok(i) = value.downcast::<PyInt>() {
@@ -105,45 +139,49 @@ fn to_json(value: &Bound<'_, PyAny>, at: &str) -> PyResult<Value> {
         } else if let Ok(n) = i.extract::<u64>() {
             Ok(Value::from(n))
         } else {
-            Err(RequestError::new_err(format!("{at}: the integer does not fit in 64 bits")))
+            Err(NotJson::new("the integer does not fit in 64 bits".into()))
         }
     } else if let Ok(f) = value.downcast::<PyFloat>() {
         serde_json::Number::from_f64(f.value())
             .map(Value::Number)
-            .ok_or_else(|| RequestError::new_err(format!("{at}: {} is not a JSON number", f.value())))
+            .ok_or_else(|| NotJson::new(format!("{} is not a JSON number", f.value())))
     } else if let Ok(d) = value.downcast::<PyDict>() {
-        Ok(Value::Object(dict_to_map(d, at)?))
+        Ok(Value::Object(json_map(d)?))
     } else if let Ok(l) = value.downcast::<PyList>() {
-        l.iter()
-            .enumerate()
-            .map(|(i, v)| to_json(&v, &format!("{at}[{i}]")))
-            .collect::<PyResult<_>>()
-            .map(Value::Array)
+        let mut items = Vec::with_capacity(l.len());
+        for (i, v) in l.iter().enumerate() {
+            items.push(json_value(&v).map_err(|e| e.within(format!("[{i}]")))?);
+        }
+        Ok(Value::Array(items))
     } else if let Ok(t) = value.downcast::<PyTuple>() {
-        t.iter()
-            .enumerate()
-            .map(|(i, v)| to_json(&v, &format!("{at}[{i}]")))
-            .collect::<PyResult<_>>()
-            .map(Value::Array)
+        let mut items = Vec::with_capacity(t.len());
+        for (i, v) in t.iter().enumerate() {
+            items.push(json_value(&v).map_err(|e| e.within(format!("[{i}]")))?);
+        }
+        Ok(Value::Array(items))
     } else {
         let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        Err(RequestError::new_err(format!(
-            "{at}: a value of type {type_name} is not JSON (guardhost passes None, bool, int, float, str, list, tuple and dict with string keys)"
+        Err(NotJson::new(format!(
+            "a value of type {type_name} is not JSON (guardhost passes None, bool, int, float, str, list, tuple and dict with string keys)"
         )))
     }
 }
 
-fn dict_to_map(dict: &Bound<'_, PyDict>, at: &str) -> PyResult<Map<String, Value>> {
+fn json_map(dict: &Bound<'_, PyDict>) -> Result<Map<String, Value>, NotJson> {
     let mut map = Map::new();
     for (key, value) in dict.iter() {
         let Ok(key) = key.downcast::<PyString>() else {
-            return Err(RequestError::new_err(format!("{at}: a mapping key is not a string")));
+            return Err(NotJson::new("a mapping key is not a string".into()));
         };
         let key = key.to_str()?;
-        let value = to_json(&value, &format!("{at}.{key}"))?;
+        let value = json_value(&value).map_err(|e| e.within(format!(".{key}")))?;
         map.insert(key.to_owned(), value);
     }
     Ok(map)
+}
+
+fn dict_to_map(dict: &Bound<'_, PyDict>, at: &str) -> PyResult<Map<String, Value>> {
+    json_map(dict).map_err(|e| e.into_err(at))
 }
 
 /// A JSON value as a Python value.
@@ -602,29 +640,41 @@ fn request_from<'py>(request: &Bound<'py, PyAny>) -> PyResult<GuardrailRequest> 
     let py = request.py();
     fn attribute<'py>(
         request: &Bound<'py, PyAny>,
+        fields: Option<&Bound<'py, PyDict>>,
         name: &Bound<'py, PyString>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        // A dataclass keeps its fields in the instance dict: a lookup there
+        // is cheaper than the attribute protocol.
+        if let Some(value) = fields.map(|f| f.get_item(name)).transpose()?.flatten() {
+            return Ok(Some(value));
+        }
         match request.getattr(name) {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(request.py()) => Ok(None),
             Err(e) => Err(e),
         }
     }
-    let get = |name: &Bound<'py, PyString>| attribute(request, name);
+    let fields = request.getattr(intern!(py, "__dict__")).ok().and_then(|d| d.downcast_into::<PyDict>().ok());
+    let get = |name: &Bound<'py, PyString>| attribute(request, fields.as_ref(), name);
     let text = |name: &Bound<'py, PyString>, field: &str| -> PyResult<Option<String>> {
         match get(name)? {
             Some(v) => optional_text(v, field),
             None => Ok(None),
         }
     };
-    let tool_name = match request.getattr(intern!(py, "tool_name"))? {
+    let required = |name: &Bound<'py, PyString>| {
+        get(name)?.ok_or_else(|| {
+            pyo3::exceptions::PyAttributeError::new_err(format!("the request has no `{name}`"))
+        })
+    };
+    let tool_name = match required(intern!(py, "tool_name"))? {
         v if v.is_none() => String::new(),
         v => match v.downcast::<PyString>() {
             Ok(s) => s.to_str()?.to_owned(),
             Err(_) => v.str()?.to_str()?.to_owned(),
         },
     };
-    let tool_input = match request.getattr(intern!(py, "tool_input"))? {
+    let tool_input = match required(intern!(py, "tool_input"))? {
         v if v.is_none() => Map::new(),
         v => match v.downcast::<PyDict>() {
             Ok(d) => dict_to_map(d, "tool_input")?,

@@ -149,3 +149,15 @@ def test_a_create_agent_loop(asynchronous):
     assert tool_messages["c-2"].status == "error" and "Guardrail denied: tool 'bash'" in tool_messages["c-2"].content
     assert tool_messages["c-3"].content == "contents of /b"
     assert messages[-1].content == "done"
+
+
+def test_a_denial_equals_a_validated_tool_message():
+    from guardhost import langchain as module
+
+    assert module._denial is not module._slow_denial, "the fast denial did not pass its import-time check"
+    fast = module._denial(("content", "c-1", "bash"))
+    slow = module._slow_denial(("content", "c-1", "bash"))
+    assert fast == slow and fast.model_dump() == slow.model_dump() and fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json() == slow.model_dump_json()
+    fast.additional_kwargs["x"] = 1
+    assert module._denial(("content", "c-1", "bash")).additional_kwargs == {}

@@ -32,9 +32,59 @@ from ._guardhost import Guardrail, Interrupt
 __all__ = ["GuardrailMiddleware"]
 
 
-def _denial(denial: tuple[str, str, str]) -> ToolMessage:
+def _slow_denial(denial: tuple[str, str, str]) -> ToolMessage:
     content, tool_call_id, name = denial
     return ToolMessage(content=content, tool_call_id=tool_call_id, name=name, status="error")
+
+
+def _denial_factory() -> Callable[[tuple[str, str, str]], ToolMessage]:
+    """The denial ``ToolMessage`` maker.
+
+    Validating a ``ToolMessage`` costs more than deciding the call, and a
+    denial's fields are plain strings that need no validation. So a denial is
+    made from the field values of a validated template, with fresh copies
+    of its mutable defaults, the way pydantic's ``model_construct`` makes a
+    model. This is checked once, at import, against a validated message
+    (equal, same dump, same fields set); when it does not hold (another
+    pydantic or LangChain), every denial is validated.
+    """
+    reference = ToolMessage(content="c", tool_call_id="i", name="n", status="error")
+    try:
+        template = dict(reference.__dict__)
+        mutable = tuple(key for key, value in template.items() if isinstance(value, (dict, list, set)))
+        fields_set = frozenset(reference.model_fields_set)
+        has_extra = reference.__pydantic_extra__ is not None
+        private = reference.__pydantic_private__
+        new = ToolMessage.__new__
+        set_attribute = object.__setattr__
+
+        def fast(denial: tuple[str, str, str]) -> ToolMessage:
+            fields = template.copy()
+            fields["content"], fields["tool_call_id"], fields["name"] = denial
+            for key in mutable:
+                fields[key] = fields[key].copy()
+            message = new(ToolMessage)
+            set_attribute(message, "__dict__", fields)
+            set_attribute(message, "__pydantic_fields_set__", set(fields_set))
+            set_attribute(message, "__pydantic_extra__", {} if has_extra else None)
+            set_attribute(message, "__pydantic_private__", None if private is None else dict(private))
+            return message
+
+        probe = fast(("c", "i", "n"))
+        if (
+            type(probe) is ToolMessage
+            and probe == reference
+            and probe.model_dump() == reference.model_dump()
+            and probe.model_fields_set == reference.model_fields_set
+            and probe.additional_kwargs is not fast(("c", "i", "n")).additional_kwargs
+        ):
+            return fast
+    except Exception:  # noqa: BLE001 - any surprise: validate every denial
+        pass
+    return _slow_denial
+
+
+_denial = _denial_factory()
 
 
 def _graph_interrupt(error: Interrupt) -> GraphInterrupt:
