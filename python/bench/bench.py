@@ -161,6 +161,21 @@ def main() -> None:
         ("wrap_tool_call deny, DeerFlow-algorithm middleware", best_ns(lambda: theirs.wrap_tool_call(deny_call, handler), n, r)),
         ("OAP decision from Python (GuardhostProvider.evaluate)", best_ns(lambda: oap.evaluate(oap_request), n, r)),
     ]
+    # Where GuardhostProvider.evaluate's time goes: the same library with
+    # decision classes that build nothing (Python lambdas), on an empty and
+    # on the full request, and the dataclasses' own construction.
+    from guardhost._guardhost import Provider
+
+    def core(decision_cls: Any, reason_cls: Any) -> Provider:
+        return Provider(allowlist_so, lists, decision_cls=decision_cls, reason_cls=reason_cls, interrupt=lambda m, p: Exception(m))
+
+    nothing = core(lambda *a: None, lambda *a: None)
+    empty = GuardrailRequest(tool_name="read_file", tool_input={})
+    rows += [
+        ("  breakdown: empty request, no decision objects", best_ns(lambda: nothing.evaluate(empty), n, r)),
+        ("  breakdown: full request, no decision objects", best_ns(lambda: nothing.evaluate(request), n, r)),
+        ("  breakdown: GuardrailDecision + GuardrailReason alone", best_ns(lambda: GuardrailDecision(allow=True, reasons=[GuardrailReason(code="oap.allowed")]), n, r)),
+    ]
     width = max(len(name) for name, _ in rows)
     print(f"{'what':<{width}}  per call")
     for name, ns in rows:
