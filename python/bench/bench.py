@@ -1,0 +1,193 @@
+"""Benchmarks of the guardhost Python package (not tests: numbers only).
+
+Measures in one run, on the same machine and the same requests:
+
+- ``GuardhostProvider.evaluate`` through the allowlist library, next to a
+  pure-Python allowlist provider written to DeerFlow's algorithm;
+- the guardhost LangChain middleware's ``wrap_tool_call`` (allow and deny),
+  next to a pure-Python middleware written to DeerFlow's ``wrap_tool_call``
+  algorithm with that pure-Python allowlist;
+- an OAP decision from Python (``GuardhostProvider.evaluate`` through the OAP
+  library and ``examples/oap/passport.json``).
+
+Each figure is the best of ``--rounds`` rounds of ``--iterations`` calls
+(``time.perf_counter_ns``), per call. Run it with release-built libraries::
+
+    cargo build --release -p guardhost-allowlist -p guardhost-oap
+    python python/bench/bench.py --lib-dir target/release
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import pathlib
+import time
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+
+from guardhost.deerflow import GuardhostProvider
+from guardhost.langchain import GuardrailMiddleware
+from guardhost.types import GuardrailDecision, GuardrailReason, GuardrailRequest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+class PyAllowlist:
+    """DeerFlow's built-in AllowlistProvider algorithm, in pure Python."""
+
+    name = "allowlist"
+
+    def __init__(self, *, allowed_tools: list[str] | None = None, denied_tools: list[str] | None = None) -> None:
+        self._allowed = None if allowed_tools is None else set(allowed_tools)
+        self._denied = set(denied_tools or ())
+
+    def evaluate(self, request: GuardrailRequest) -> GuardrailDecision:
+        tool = request.tool_name
+        if self._allowed is not None and tool not in self._allowed:
+            return GuardrailDecision(allow=False, reasons=[GuardrailReason(code="oap.tool_not_allowed", message=f"tool '{tool}' not in allowlist")])
+        if tool in self._denied:
+            return GuardrailDecision(allow=False, reasons=[GuardrailReason(code="oap.tool_not_allowed", message=f"tool '{tool}' is denied")])
+        return GuardrailDecision(allow=True, reasons=[GuardrailReason(code="oap.allowed")])
+
+
+log = logging.getLogger("bench.deerflow")
+log.setLevel(logging.ERROR)  # DeerFlow's denial warning costs only its level check here
+
+
+class PyMiddleware:
+    """DeerFlow's GuardrailMiddleware.wrap_tool_call algorithm, in pure Python."""
+
+    def __init__(self, provider: Any, *, fail_closed: bool = True, passport: str | None = None) -> None:
+        self.provider, self.fail_closed, self.passport = provider, fail_closed, passport
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        runtime = getattr(request, "runtime", None)
+        context = getattr(runtime, "context", None) if runtime is not None else None
+        context = context if isinstance(context, dict) else {}
+        call = request.tool_call
+        gr = GuardrailRequest(
+            tool_name=str(call.get("name", "")),
+            tool_input=call.get("args", {}),
+            agent_id=self.passport,
+            thread_id=context.get("thread_id"),
+            is_subagent=bool(context.get("is_subagent")),
+            timestamp=datetime.now(UTC).isoformat(),
+            user_id=context.get("user_id"),
+            user_role=context.get("user_role"),
+            oauth_provider=context.get("oauth_provider"),
+            oauth_id=context.get("oauth_id"),
+            run_id=context.get("run_id"),
+            tool_call_id=call.get("id"),
+            channel_user_id=context.get("channel_user_id"),
+            is_internal=context.get("is_internal") is True,
+            authz_attributes=dict(context.get("authz_attributes") or {}),
+        )
+        try:
+            decision = self.provider.evaluate(gr)
+        except Exception:  # noqa: BLE001
+            decision = GuardrailDecision(allow=not self.fail_closed, reasons=[GuardrailReason("oap.evaluator_error", "guardrail provider error")])
+        if decision.allow:
+            return handler(request)
+        log.warning("Guardrail denied: tool=%s policy=%s code=%s", gr.tool_name, decision.policy_id, decision.reasons[0].code if decision.reasons else "unknown")
+        first = decision.reasons[0] if decision.reasons else None
+        name = str(call.get("name", "unknown_tool"))
+        return ToolMessage(
+            content=f"Guardrail denied: tool '{name}' was blocked ({first.code if first else 'oap.denied'}). Reason: {first.message if first else 'blocked by guardrail policy'}. Choose an alternative approach.",
+            tool_call_id=str(call.get("id", "missing_id")),
+            name=name,
+            status="error",
+        )
+
+
+def best_ns(fn: Any, iterations: int, rounds: int) -> float:
+    """Best per-call nanoseconds over `rounds` rounds of `iterations` calls."""
+    for _ in range(min(iterations, 1000)):
+        fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter_ns()
+        for _ in range(iterations):
+            fn()
+        best = min(best, (time.perf_counter_ns() - start) / iterations)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lib-dir", default=str(REPO / "target" / "release"), help="where the provider libraries are")
+    parser.add_argument("--iterations", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    lib = pathlib.Path(args.lib_dir).resolve()
+    allowlist_so = f"{lib / 'libguardhost_allowlist.so'}:AllowlistProvider"
+    oap_so = f"{lib / 'libguardhost_oap.so'}:OAPGuardrailProvider"
+    lists = {"denied_tools": ["bash", "write_file", "str_replace"]}
+
+    context = {"thread_id": "thread-1", "user_id": "user-1", "run_id": "run-1"}
+    request = GuardrailRequest(
+        tool_name="read_file", tool_input={"path": "/mnt/user-data/workspace/notes.md"},
+        thread_id="thread-1", user_id="user-1", run_id="run-1", tool_call_id="call-1",
+        timestamp=datetime.now(UTC).isoformat(),
+    )
+    guardhost_provider = GuardhostProvider(use=allowlist_so, config=lists, framework="deerflow")
+    python_provider = PyAllowlist(**lists)
+    oap = GuardhostProvider(use=oap_so, config={"passport_path": str(REPO / "examples" / "oap" / "passport.json")}, framework="deerflow")
+    oap_request = GuardrailRequest(tool_name="bash", tool_input={"command": "ls -la /mnt/user-data/workspace"}, tool_call_id="call-1")
+    assert guardhost_provider.evaluate(request).allow and python_provider.evaluate(request).allow
+    assert oap.evaluate(oap_request).allow
+
+    result = ToolMessage(content="ok", tool_call_id="call-1", name="read_file")
+    handler = lambda _request: result  # noqa: E731
+    allow_call = SimpleNamespace(tool_call={"name": "read_file", "args": {"path": "/mnt/user-data/workspace/notes.md"}, "id": "call-1"}, runtime=SimpleNamespace(context=context))
+    deny_call = SimpleNamespace(tool_call={"name": "bash", "args": {"command": "curl https://example.com"}, "id": "call-2"}, runtime=SimpleNamespace(context=context))
+    ours = GuardrailMiddleware(use=allowlist_so, provider_config=lists)
+    theirs = PyMiddleware(PyAllowlist(**lists))
+    for mw in (ours, theirs):
+        assert mw.wrap_tool_call(allow_call, handler) is result
+        assert mw.wrap_tool_call(deny_call, handler).status == "error"
+    assert ours.wrap_tool_call(deny_call, handler).content == theirs.wrap_tool_call(deny_call, handler).content
+
+    n, r = args.iterations, args.rounds
+    rows = [
+        ("provider.evaluate, allowlist .so via GuardhostProvider", best_ns(lambda: guardhost_provider.evaluate(request), n, r)),
+        ("provider.evaluate, pure-Python allowlist (DeerFlow's)", best_ns(lambda: python_provider.evaluate(request), n, r)),
+        ("wrap_tool_call allow, guardhost middleware (.so)", best_ns(lambda: ours.wrap_tool_call(allow_call, handler), n, r)),
+        ("wrap_tool_call allow, DeerFlow-algorithm middleware", best_ns(lambda: theirs.wrap_tool_call(allow_call, handler), n, r)),
+        ("wrap_tool_call deny, guardhost middleware (.so)", best_ns(lambda: ours.wrap_tool_call(deny_call, handler), n, r)),
+        ("wrap_tool_call deny, DeerFlow-algorithm middleware", best_ns(lambda: theirs.wrap_tool_call(deny_call, handler), n, r)),
+        ("OAP decision from Python (GuardhostProvider.evaluate)", best_ns(lambda: oap.evaluate(oap_request), n, r)),
+    ]
+    # Where GuardhostProvider.evaluate's time goes: the same library with
+    # decision classes that build nothing (Python lambdas), on an empty and
+    # on the full request, and the dataclasses' own construction.
+    from guardhost._guardhost import Provider
+
+    def core(decision_cls: Any, reason_cls: Any) -> Provider:
+        return Provider(allowlist_so, lists, decision_cls=decision_cls, reason_cls=reason_cls, interrupt=lambda m, p: Exception(m))
+
+    nothing = core(lambda *a: None, lambda *a: None)
+    empty = GuardrailRequest(tool_name="read_file", tool_input={})
+    rows += [
+        ("  breakdown: empty request, no decision objects", best_ns(lambda: nothing.evaluate(empty), n, r)),
+        ("  breakdown: full request, no decision objects", best_ns(lambda: nothing.evaluate(request), n, r)),
+        ("  breakdown: GuardrailDecision + GuardrailReason alone", best_ns(lambda: GuardrailDecision(allow=True, reasons=[GuardrailReason(code="oap.allowed")]), n, r)),
+    ]
+    width = max(len(name) for name, _ in rows)
+    print(f"{'what':<{width}}  per call")
+    for name, ns in rows:
+        print(f"{name:<{width}}  {ns / 1000:7.2f} µs")
+    ratios = {
+        "evaluate: guardhost / pure Python": rows[0][1] / rows[1][1],
+        "wrap_tool_call allow: guardhost / DeerFlow": rows[2][1] / rows[3][1],
+        "wrap_tool_call deny: guardhost / DeerFlow": rows[4][1] / rows[5][1],
+    }
+    for name, ratio in ratios.items():
+        print(f"{name:<{width}}  {ratio:7.2f}x")
+
+
+if __name__ == "__main__":
+    main()

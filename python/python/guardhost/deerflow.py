@@ -1,0 +1,163 @@
+"""``guardhost.deerflow:GuardhostProvider``: a guardhost provider inside DeerFlow.
+
+DeerFlow builds it from its ``config.yaml`` with its own ``resolve_variable``
+and the keys of ``provider.config`` as keyword arguments::
+
+    guardrails:
+      enabled: true
+      provider:
+        use: guardhost.deerflow:GuardhostProvider
+        config:
+          use: plugins/libguardhost_oap.so:OAPGuardrailProvider
+          config: {passport_path: ./passport.json}
+          isolation: process          # optional, as timeout_ms, sha256, allow_insecure_permissions
+
+DeerFlow's ``GuardrailMiddleware`` then calls :meth:`GuardhostProvider.evaluate`
+/ :meth:`GuardhostProvider.aevaluate` before every tool call; ``fail_closed``
+and ``passport`` stay DeerFlow's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from . import server_program
+from ._guardhost import BuildError, Interrupt, Provider
+from . import types as _types
+
+__all__ = ["GuardhostProvider"]
+
+_FRAMEWORK_REFUSED = "does not accept config key `framework`"
+
+
+def _decision_classes() -> tuple[Any, Any]:
+    """DeerFlow's ``GuardrailDecision``/``GuardrailReason`` when importable, else guardhost's."""
+    try:
+        from deerflow.guardrails.provider import GuardrailDecision, GuardrailReason
+    except ImportError:
+        return _types.GuardrailDecision, _types.GuardrailReason
+    return GuardrailDecision, GuardrailReason
+
+
+def _interrupt_factory() -> Any:
+    """What a provider's interrupt becomes: LangGraph's ``GraphInterrupt`` when
+    LangGraph is installed (a ``GraphBubbleUp``, which DeerFlow re-raises), else
+    :class:`guardhost.Interrupt`."""
+    try:
+        from langgraph.errors import GraphInterrupt
+        from langgraph.types import Interrupt as LangGraphInterrupt
+    except ImportError:
+
+        def plain(message: str, payload: Any) -> BaseException:
+            error = Interrupt(message)
+            error.message = message  # type: ignore[attr-defined]
+            error.payload = payload  # type: ignore[attr-defined]
+            return error
+
+        return plain
+
+    def graph(message: str, payload: Any) -> BaseException:
+        value = payload if payload is not None else message
+        return GraphInterrupt([LangGraphInterrupt(value=value)])
+
+    return graph
+
+
+class GuardhostProvider:
+    """A DeerFlow ``GuardrailProvider`` whose decisions a guardhost provider makes.
+
+    Keyword arguments (the keys of DeerFlow's ``provider.config``):
+
+    - ``use``: the guardhost provider, ``path/to/libfoo.so:Symbol`` or
+      ``builtin:AllowlistProvider``;
+    - ``config``: that provider's own config (its constructor's keys);
+    - ``isolation``: ``in_process`` (default) or ``process`` (a child
+      process, whose crash or hang becomes a provider error);
+    - ``timeout_ms``: give up on a call after this long (a provider error);
+    - ``sha256``: the library's expected SHA-256 (hex);
+    - ``allow_insecure_permissions``: load a library writable by others;
+    - ``base_dir``: where relative paths (the library, path keys such as the
+      OAP provider's ``passport_path``) are taken from; default: the working
+      directory, since DeerFlow does not pass its config file's location;
+    - ``framework``: injected by DeerFlow (``"deerflow"``); forwarded to the
+      guardhost provider when it accepts ``framework``, exactly once.
+
+    A bad ``use:``, a missing library, a failed ABI check, a SHA-256 mismatch
+    or an unknown key raises :class:`guardhost.BuildError` here, with the
+    ``guardhost`` command's message (naming the resolved path).
+    """
+
+    def __init__(
+        self,
+        use: str,
+        config: dict[str, Any] | None = None,
+        *,
+        isolation: str | None = None,
+        timeout_ms: int | None = None,
+        sha256: str | None = None,
+        allow_insecure_permissions: bool = False,
+        base_dir: str | os.PathLike[str] | None = None,
+        framework: str | None = None,
+    ) -> None:
+        decision_cls, reason_cls = _decision_classes()
+        config = dict(config or {})
+        base = os.fspath(base_dir) if base_dir is not None else None
+
+        def build(provider_config: dict[str, Any]) -> Provider:
+            return Provider(
+                use,
+                provider_config,
+                isolation=isolation,
+                timeout_ms=timeout_ms,
+                sha256=sha256,
+                allow_insecure_permissions=bool(allow_insecure_permissions),
+                base_dir=base,
+                program=server_program(),
+                decision_cls=decision_cls,
+                reason_cls=reason_cls,
+                interrupt=_interrupt_factory(),
+            )
+
+        # The host injects `framework: deerflow` itself into a provider that
+        # declares `framework` (or takes any key) unless the config sets it;
+        # another value is passed only where the provider accepts the key.
+        if framework is not None and framework != "deerflow" and "framework" not in config:
+            try:
+                core = build({**config, "framework": framework})
+            except BuildError as error:
+                if _FRAMEWORK_REFUSED not in str(error):
+                    raise
+                core = build(config)
+        else:
+            core = build(config)
+        self._core = core
+        self.name: str = core.name
+        """The guardhost provider's name (e.g. ``allowlist``, ``oap``)."""
+        # The hot path, without a Python frame in between.
+        self.evaluate = core.evaluate  # type: ignore[method-assign]
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What guardhost knows about the provider (source, ABI, keys, isolation ...)."""
+        return self._core.info
+
+    def evaluate(self, request: Any) -> Any:  # noqa: F811 - replaced per instance by the core's
+        """Decides one tool call: DeerFlow's ``GuardrailRequest`` in (read by
+        attribute), a ``GuardrailDecision`` out. The GIL is released while the
+        provider decides. A provider error raises :class:`guardhost.ProviderError`
+        (DeerFlow's ``fail_closed`` then decides); an interrupt raises LangGraph's
+        ``GraphInterrupt`` (or :class:`guardhost.Interrupt` without LangGraph)."""
+        return self._core.evaluate(request)
+
+    async def aevaluate(self, request: Any) -> Any:
+        """The async :meth:`evaluate`, through the provider's ``aevaluate``. A
+        provider that can block (``timeout_ms``, ``isolation: process``) runs in
+        a worker thread, so the event loop never waits on it."""
+        if self._core.may_block:
+            return await asyncio.to_thread(self._core.evaluate, request, True)
+        return self._core.evaluate(request, True)
+
+    def __repr__(self) -> str:
+        return f"GuardhostProvider(name={self.name!r}, source={self.info['source']!r})"

@@ -1,0 +1,188 @@
+"""``guardhost.langchain.GuardrailMiddleware``: guardhost in a LangChain 1.x agent.
+
+.. code-block:: python
+
+    from langchain.agents import create_agent
+    from guardhost.langchain import GuardrailMiddleware
+
+    agent = create_agent(model, tools, middleware=[GuardrailMiddleware("config.yaml")])
+
+Every tool call is decided before it runs, exactly as DeerFlow's
+``GuardrailMiddleware`` decides it: an allowed call returns what the tool
+returns, unchanged; a denied call never runs and returns DeerFlow's error
+``ToolMessage``, so the agent reads the reason and goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import ToolMessage
+
+from langgraph.errors import GraphInterrupt
+from langgraph.types import Interrupt as LangGraphInterrupt
+
+from . import load
+from ._guardhost import Guardrail, Interrupt
+
+__all__ = ["GuardrailMiddleware"]
+
+
+def _slow_denial(denial: tuple[str, str, str]) -> ToolMessage:
+    content, tool_call_id, name = denial
+    return ToolMessage(content=content, tool_call_id=tool_call_id, name=name, status="error")
+
+
+def _denial_factory() -> Callable[[tuple[str, str, str]], ToolMessage]:
+    """The denial ``ToolMessage`` maker.
+
+    Validating a ``ToolMessage`` costs more than deciding the call, and a
+    denial's fields are plain strings that need no validation. So a denial is
+    made from the field values of a validated template, with fresh copies
+    of its mutable defaults, the way pydantic's ``model_construct`` makes a
+    model. This is checked once, at import, against a validated message
+    (equal, same dump, same fields set); when it does not hold (another
+    pydantic or LangChain), every denial is validated.
+    """
+    reference = ToolMessage(content="c", tool_call_id="i", name="n", status="error")
+    try:
+        template = dict(reference.__dict__)
+        mutable = tuple(key for key, value in template.items() if isinstance(value, (dict, list, set)))
+        fields_set = frozenset(reference.model_fields_set)
+        has_extra = reference.__pydantic_extra__ is not None
+        private = reference.__pydantic_private__
+        new = ToolMessage.__new__
+        set_attribute = object.__setattr__
+
+        def fast(denial: tuple[str, str, str]) -> ToolMessage:
+            fields = template.copy()
+            fields["content"], fields["tool_call_id"], fields["name"] = denial
+            for key in mutable:
+                fields[key] = fields[key].copy()
+            message = new(ToolMessage)
+            set_attribute(message, "__dict__", fields)
+            set_attribute(message, "__pydantic_fields_set__", set(fields_set))
+            set_attribute(message, "__pydantic_extra__", {} if has_extra else None)
+            set_attribute(message, "__pydantic_private__", None if private is None else dict(private))
+            return message
+
+        probe = fast(("c", "i", "n"))
+        if (
+            type(probe) is ToolMessage
+            and probe == reference
+            and probe.model_dump() == reference.model_dump()
+            and probe.model_fields_set == reference.model_fields_set
+            and probe.additional_kwargs is not fast(("c", "i", "n")).additional_kwargs
+        ):
+            return fast
+    except Exception:  # noqa: BLE001 - any surprise: validate every denial
+        pass
+    return _slow_denial
+
+
+_denial = _denial_factory()
+
+
+def _graph_interrupt(error: Interrupt) -> GraphInterrupt:
+    payload = getattr(error, "payload", None)
+    value = payload if payload is not None else getattr(error, "message", str(error))
+    return GraphInterrupt([LangGraphInterrupt(value=value)])
+
+
+def _context(request: Any) -> Any:
+    runtime = getattr(request, "runtime", None)
+    return getattr(runtime, "context", None) if runtime is not None else None
+
+
+class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """A LangChain ``AgentMiddleware`` that asks a guardhost provider before every tool call.
+
+    Build it from a ``guardrails:`` config (``config``: a file path or a
+    mapping, as :func:`guardhost.load` takes), or from keyword arguments:
+    ``use`` (required then), ``provider_config``, ``fail_closed`` (default
+    true), ``passport``, ``isolation``, ``timeout_ms``, ``sha256``,
+    ``allow_insecure_permissions``; relative paths are taken from
+    ``base_dir`` (default: the working directory). A config that leaves the
+    guardrail out (``enabled: false``) gives a middleware that lets every
+    call through.
+
+    A provider's interrupt is raised as LangGraph's ``GraphInterrupt``, so
+    the graph pauses; a provider error is decided by ``fail_closed``.
+
+    The runtime context (``request.runtime.context``, when it is a dict)
+    supplies the request's attribution (``thread_id``, ``user_id``,
+    ``authz_attributes`` ...), as in DeerFlow.
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        *,
+        use: str | None = None,
+        provider_config: Mapping[str, Any] | None = None,
+        fail_closed: bool = True,
+        passport: str | None = None,
+        isolation: str | None = None,
+        timeout_ms: int | None = None,
+        sha256: str | None = None,
+        allow_insecure_permissions: bool = False,
+        base_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        super().__init__()
+        if (config is None) == (use is None):
+            raise TypeError("GuardrailMiddleware takes a config (a file path or a mapping) or use=..., exactly one of them")
+        if use is not None:
+            provider: dict[str, Any] = {"use": use, "config": dict(provider_config or {})}
+            for key, value in (
+                ("isolation", isolation),
+                ("timeout_ms", timeout_ms),
+                ("sha256", sha256),
+            ):
+                if value is not None:
+                    provider[key] = value
+            if allow_insecure_permissions:
+                provider["allow_insecure_permissions"] = True
+            section = {"enabled": True, "fail_closed": fail_closed, "passport": passport, "provider": provider}
+            guardrail = load({"guardrails": section}, base_dir=base_dir)
+        elif isinstance(config, Mapping):
+            guardrail = load(config, base_dir=base_dir)
+        else:
+            assert config is not None
+            guardrail = load(config)
+        self.guardrail: Guardrail | None = guardrail
+        """The installed guardrail; ``None`` when the config leaves it out."""
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Decides the call; runs ``handler`` only when it is allowed."""
+        guardrail = self.guardrail
+        if guardrail is None:
+            return handler(request)
+        try:
+            denial = guardrail.check(request.tool_call, _context(request))
+        except Interrupt as error:
+            raise _graph_interrupt(error) from None
+        if denial is None:
+            return handler(request)
+        return _denial(denial)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """The async :meth:`wrap_tool_call`, through the provider's ``aevaluate``;
+        a provider that can block (``timeout_ms``, ``isolation: process``)
+        decides in a worker thread, so the event loop never waits on it."""
+        guardrail = self.guardrail
+        if guardrail is None:
+            return await handler(request)
+        try:
+            if guardrail.may_block:
+                denial = await asyncio.to_thread(guardrail.check, request.tool_call, _context(request), True)
+            else:
+                denial = guardrail.check(request.tool_call, _context(request), True)
+        except Interrupt as error:
+            raise _graph_interrupt(error) from None
+        if denial is None:
+            return await handler(request)
+        return _denial(denial)

@@ -1,0 +1,143 @@
+"""Real providers through GuardhostProvider, sync and async: the built-in
+allowlist, the allowlist library, the OAP library, a provider under
+`isolation: process`; bad kwargs, missing files, panics and crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+
+import pytest
+
+import guardhost
+from guardhost.deerflow import GuardhostProvider
+from guardhost.types import GuardrailRequest
+
+PATHS = ["sync", "async"]
+
+
+def decide(provider: GuardhostProvider, path: str, tool: str, args: dict | None = None, **fields):
+    request = GuardrailRequest(tool_name=tool, tool_input=args or {}, **fields)
+    if path == "sync":
+        return provider.evaluate(request)
+    return asyncio.run(provider.aevaluate(request))
+
+
+@pytest.fixture(params=["builtin", "library", "library-process"])
+def allowlist(request, allowlist_so):
+    use = "builtin:AllowlistProvider" if request.param == "builtin" else allowlist_so
+    isolation = "process" if request.param.endswith("process") else None
+    return GuardhostProvider(use=use, config={"allowed_tools": ["ls", "bash"], "denied_tools": ["bash"]}, isolation=isolation, framework="deerflow")
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_the_allowlist_everywhere(allowlist, path):
+    assert allowlist.name == "allowlist"
+    assert decide(allowlist, path, "ls").allow
+    both = decide(allowlist, path, "bash")
+    assert not both.allow and both.reasons[0].message == "tool 'bash' is denied"
+    unlisted = decide(allowlist, path, "rm")
+    assert (unlisted.reasons[0].code, unlisted.reasons[0].message) == ("oap.tool_not_allowed", "tool 'rm' not in allowlist")
+
+
+def test_an_isolated_provider_runs_in_another_process(allowlist_so):
+    p = GuardhostProvider(use=allowlist_so, isolation="process", timeout_ms=2000)
+    assert p.info["isolation"] == "process" and p.info["timeout_ms"] == 2000
+
+
+@pytest.mark.parametrize("isolation", [None, "process"])
+@pytest.mark.parametrize("path", PATHS)
+def test_the_oap_library(oap_so, passport, path, isolation):
+    p = GuardhostProvider(use=oap_so, config={"passport_path": str(passport)}, isolation=isolation, framework="deerflow")
+    allowed = decide(p, path, "bash", {"command": "ls -la"})
+    assert allowed.allow, allowed
+    blocked = decide(p, path, "bash", {"command": "sudo rm -rf /tmp/x"})
+    assert not blocked.allow and blocked.reasons[0].code.startswith("oap.")
+    assert blocked.policy_id is None or isinstance(blocked.policy_id, str)
+
+
+def test_relative_paths_are_taken_from_the_working_directory_or_base_dir(oap_so, passport, monkeypatch, tmp_path):
+    monkeypatch.chdir(passport.parent)
+    p = GuardhostProvider(use=oap_so, config={"passport_path": "passport.json"})
+    assert decide(p, "sync", "bash", {"command": "ls"}).allow
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(guardhost.BuildError, match=str(tmp_path / "passport.json")):
+        GuardhostProvider(use=oap_so, config={"passport_path": "passport.json"})
+    p = GuardhostProvider(use=oap_so, config={"passport_path": "passport.json"}, base_dir=passport.parent)
+    assert decide(p, "sync", "bash", {"command": "ls"}).allow
+    # The library too.
+    lib = os.path.basename(oap_so.split(":")[0])
+    with pytest.raises(guardhost.BuildError, match=str(tmp_path / lib)):
+        GuardhostProvider(use=f"{lib}:OAPGuardrailProvider")
+
+
+def test_bad_construction_fails_with_the_hosts_message(allowlist_so, tmp_path):
+    with pytest.raises(guardhost.BuildError, match="provider 'allowlist' does not accept config key `allowed`; it accepts: allowed_tools, denied_tools"):
+        GuardhostProvider(use="builtin:AllowlistProvider", config={"allowed": ["ls"]})
+    with pytest.raises(guardhost.BuildError, match="names no built-in provider"):
+        GuardhostProvider(use="builtin:Nope")
+    with pytest.raises(guardhost.BuildError, match=str(tmp_path / "libmissing.so")):
+        GuardhostProvider(use="libmissing.so:X", base_dir=tmp_path)
+    with pytest.raises(guardhost.BuildError, match="SHA-256"):
+        GuardhostProvider(use=allowlist_so, sha256="0" * 64)
+    digest = hashlib.sha256(open(allowlist_so.split(":")[0], "rb").read()).hexdigest()
+    assert GuardhostProvider(use=allowlist_so, sha256=digest).name == "allowlist"
+    with pytest.raises(guardhost.ConfigError, match="isolation: unknown variant `sandbox`"):
+        GuardhostProvider(use=allowlist_so, isolation="sandbox")
+    with pytest.raises(TypeError):
+        GuardhostProvider(use=allowlist_so, not_a_key=1)  # type: ignore[call-arg]
+    with pytest.raises(guardhost.BuildError, match="timeout_ms` must be at least 1"):
+        GuardhostProvider(use=allowlist_so, timeout_ms=0)
+
+
+def test_a_wrong_abi_library_is_refused(tmp_path):
+    bogus = tmp_path / "libbogus.so"
+    bogus.write_bytes(b"\x7fELF not really")
+    bogus.chmod(0o700)
+    with pytest.raises(guardhost.BuildError, match=str(bogus)):
+        GuardhostProvider(use=f"{bogus}:Provider")
+
+
+def test_a_panicking_constructor_is_a_build_error(test_so):
+    with pytest.raises(guardhost.BuildError, match="constructor boom"):
+        GuardhostProvider(use=test_so("PanickingConstructorProvider"))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_panicking_provider_raises_a_provider_error(test_so, path):
+    p = GuardhostProvider(use=test_so("PanickingProvider"))
+    with pytest.raises(guardhost.ProviderError, match="boom on bash"):
+        decide(p, path, "bash")
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_crash_under_isolation_is_a_provider_error_and_the_process_comes_back(test_so, path):
+    p = GuardhostProvider(use=test_so("FaultyProvider"), isolation="process", timeout_ms=3000)
+    with pytest.raises(guardhost.ProviderError):
+        decide(p, path, "abort")
+    with pytest.raises(guardhost.ProviderError):
+        decide(p, path, "segfault")
+    # The provider's process is restarted; the next call is decided.
+    for _ in range(50):
+        try:
+            assert decide(p, path, "ls").allow
+            break
+        except guardhost.ProviderError:
+            import time
+
+            time.sleep(0.1)
+    else:
+        pytest.fail("the isolated provider never came back")
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_hang_under_a_timeout_is_a_provider_error(test_so, path):
+    p = GuardhostProvider(use=test_so("FaultyProvider"), timeout_ms=200)
+    with pytest.raises(guardhost.ProviderError):
+        decide(p, path, "hang")
+
+
+def test_the_isolated_provider_reports_the_construction_error(test_so):
+    with pytest.raises(guardhost.BuildError, match="limit must be at most 10"):
+        GuardhostProvider(use=test_so("FrameworkAwareProvider"), config={"limit": 11}, isolation="process")
