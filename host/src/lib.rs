@@ -88,7 +88,7 @@ pub use middleware::{
     async_handler, AsyncHandler, GuardrailLayer, GuardrailMiddleware, GuardrailService, MiddlewareChain,
     SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult, Verdict,
 };
-pub use provider::{AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
+pub use provider::{block_on, AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
 pub use reload::{ReloadError, Reloader};
 pub use request::{
     GuardrailDecision, GuardrailReason, GuardrailRequest, RequestError, ToolCall, ToolCallRequest,

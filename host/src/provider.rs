@@ -56,8 +56,10 @@ impl ProviderFailure {
 /// Polls `future` to completion on this thread, parking between polls. A
 /// provider's future must not need the host's runtime (the ABI's rule), so
 /// this is all the executor the host needs where it has no runtime (the
-/// conformance kit, the evaluation threads of `provider.timeout_ms`).
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+/// conformance kit, the evaluation threads of `provider.timeout_ms`), and
+/// all an embedder needs to take the async path without one (the Python
+/// package does).
+pub fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
     let waker = crate::reply::thread_waker();
     let mut cx = std::task::Context::from_waker(&waker);

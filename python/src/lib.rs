@@ -12,16 +12,14 @@
 //!
 //! Every call into a provider releases the GIL.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 
 use guardhost::conformance::{self, Options};
 use guardhost::isolation::ProcessProvider;
 use guardhost::middleware::denied_message;
 use guardhost::{
-    BuildError as HostBuildError, ConfigError as HostConfigError, ConfigOrigin, GuardrailDecision,
+    block_on, BuildError as HostBuildError, ConfigError as HostConfigError, ConfigOrigin, GuardrailDecision,
     GuardrailMiddleware, GuardrailProvider, GuardrailRequest, Isolation, LoadedConfig, LoadedProvider,
     ProviderFailure, ProviderInfo, ProviderSpec, ToolCall, ToolCallError, ToolCallRequest, Verdict,
 };
@@ -228,32 +226,6 @@ fn config_map(config: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Map<Str
 
 // ---------------------------------------------------------------------------
 // Running providers
-
-/// Wakes a parked thread.
-struct ThreadWaker(std::thread::Thread);
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Drives `future` on this thread (a provider's future needs no runtime:
-/// the ABI's rule).
-fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::park();
-    }
-}
 
 /// The program that runs an `isolation: process` provider: `$GUARDHOST_BIN`
 /// when set, else the package's `guardhost-provider-server` (given by the
