@@ -1,0 +1,226 @@
+//! `Guardrail`: a whole `guardrails:` section, installed as the `guardhost`
+//! command installs it (middleware, `fail_closed`, passport), deciding
+//! LangChain-shaped tool calls.
+
+use std::path::PathBuf;
+
+use guardhost::middleware::denied_message;
+use guardhost::{
+    block_on, ConfigOrigin, GuardrailMiddleware, LoadedConfig, LoadedProvider, ProviderInfo, ToolCall,
+    ToolCallRequest, Verdict,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use serde_json::{Map, Value};
+
+use crate::convert::dict_to_map;
+use crate::decision::Decision;
+use crate::errors::{build_error, config_error, tool_call_error, RequestError};
+use crate::instantiate::{absolute_base, info_dict, instantiate, may_block};
+
+/// A guardrail installed from a `guardrails:` section, exactly as the
+/// `guardhost` command installs it.
+#[pyclass(frozen, module = "guardhost._guardhost")]
+pub(crate) struct Guardrail {
+    middleware: GuardrailMiddleware,
+    info: ProviderInfo,
+}
+
+/// Reads a tool call the way DeerFlow's middleware does: `name` (absent →
+/// no name; `None` → `"None"`, as `str(None)`), `args` (absent or `None` →
+/// `{}`), `id` (absent → none; `None` → none, named `None` in a denial).
+fn tool_call_from(tool_call: &Bound<'_, PyAny>) -> PyResult<ToolCall> {
+    let py = tool_call.py();
+    let dict = tool_call
+        .downcast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err("tool_call must be a dict with `name`, `args` and `id`"))?;
+    let text = |value: Bound<'_, PyAny>| -> PyResult<String> {
+        match value.downcast::<PyString>() {
+            Ok(s) => Ok(s.to_str()?.to_owned()),
+            Err(_) => Ok(value.str()?.to_str()?.to_owned()),
+        }
+    };
+    let name = dict.get_item(intern!(py, "name"))?.map(text).transpose()?;
+    let args = match dict.get_item(intern!(py, "args"))? {
+        None => Map::new(),
+        Some(a) if a.is_none() => Map::new(),
+        Some(a) => match a.downcast::<PyDict>() {
+            Ok(d) => dict_to_map(d, "args")?,
+            Err(_) => return Err(RequestError::new_err("the tool call's `args` must be a dict")),
+        },
+    };
+    let (id, null_id) = match dict.get_item(intern!(py, "id"))? {
+        None => (None, false),
+        Some(i) if i.is_none() => (None, true),
+        Some(i) => (Some(text(i)?), false),
+    };
+    Ok(ToolCall { name, args, id, null_id })
+}
+
+/// The runtime context DeerFlow reads: a dict, else nothing.
+fn context_from(context: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Map<String, Value>>> {
+    match context.map(|c| c.downcast::<PyDict>()) {
+        Some(Ok(d)) => Ok(Some(dict_to_map(d, "context")?)),
+        _ => Ok(None),
+    }
+}
+
+impl Guardrail {
+    fn from_loaded(config: &LoadedConfig, program: Option<PathBuf>) -> PyResult<Option<Self>> {
+        let section = &config.guardrails;
+        let (true, Some(spec)) = (section.enabled, section.provider.as_ref()) else {
+            return Ok(None);
+        };
+        let LoadedProvider { provider, info } =
+            instantiate(spec, &config.base_dir, program).map_err(build_error)?;
+        let middleware = GuardrailMiddleware::new(provider)
+            .with_fail_closed(section.fail_closed)
+            .with_passport(section.passport.clone())
+            .with_library_sha256(info.sha256.clone());
+        Ok(Some(Guardrail { middleware, info }))
+    }
+
+    fn verdict(&self, py: Python<'_>, call: ToolCallRequest, asynchronous: bool) -> PyResult<Verdict> {
+        let middleware = &self.middleware;
+        let result = py.allow_threads(|| {
+            if asynchronous {
+                block_on(middleware.acheck(&call)).map(|v| (v, call))
+            } else {
+                middleware.check(&call).map(|v| (v, call))
+            }
+        });
+        result.map(|(verdict, _)| verdict).map_err(|e| tool_call_error(py, e))
+    }
+}
+
+#[pymethods]
+impl Guardrail {
+    /// Loads a config file (a DeerFlow `config.yaml`, or a bare `guardrails:`
+    /// section) and installs its guardrail, as `guardhost check` does;
+    /// `None` when the section leaves it out (`enabled: false`, or no
+    /// provider). Relative paths are taken from the file's directory.
+    #[staticmethod]
+    #[pyo3(signature = (path, program=None))]
+    fn from_path(py: Python<'_>, path: PathBuf, program: Option<PathBuf>) -> PyResult<Option<Self>> {
+        py.allow_threads(|| {
+            let config = LoadedConfig::from_path(&path).map_err(config_error)?;
+            Guardrail::from_loaded(&config, program)
+        })
+    }
+
+    /// Parses config text (YAML or JSON: a whole config or the section) and
+    /// installs its guardrail; relative paths are taken from `base_dir`
+    /// (default: the working directory). `origin` names the text in errors.
+    #[staticmethod]
+    #[pyo3(signature = (text, base_dir=None, origin="<config>", program=None))]
+    fn from_yaml(
+        py: Python<'_>,
+        text: &str,
+        base_dir: Option<PathBuf>,
+        origin: &str,
+        program: Option<PathBuf>,
+    ) -> PyResult<Option<Self>> {
+        let base_dir = absolute_base(base_dir);
+        let origin = ConfigOrigin::File(PathBuf::from(origin));
+        py.allow_threads(|| {
+            let config = LoadedConfig::from_yaml(text, base_dir, origin, |name| std::env::var(name).ok())
+                .map_err(config_error)?;
+            Guardrail::from_loaded(&config, program)
+        })
+    }
+
+    /// The provider's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// What is known about the provider (as `guardhost check` shows it).
+    #[getter]
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, &self.info)
+    }
+
+    /// Whether provider errors block calls.
+    #[getter]
+    fn fail_closed(&self) -> bool {
+        self.middleware.fail_closed()
+    }
+
+    /// The passport (every request's `agent_id`).
+    #[getter]
+    fn passport(&self) -> Option<&str> {
+        self.middleware.passport()
+    }
+
+    /// Whether a decision can block for long (`timeout_ms`, `isolation: process`).
+    #[getter]
+    fn may_block(&self) -> bool {
+        may_block(&self.info)
+    }
+
+    /// Decides one call, running nothing. `args` and `context` are dicts
+    /// (JSON values); `asynchronous` asks the provider's `aevaluate`.
+    #[pyo3(signature = (tool_name, args=None, context=None, tool_call_id=None, *, asynchronous=false))]
+    fn decide(
+        &self,
+        py: Python<'_>,
+        tool_name: Option<&str>,
+        args: Option<&Bound<'_, PyDict>>,
+        context: Option<&Bound<'_, PyAny>>,
+        tool_call_id: Option<&str>,
+        asynchronous: bool,
+    ) -> PyResult<Decision> {
+        let args = args.map(|a| dict_to_map(a, "args")).transpose()?.unwrap_or_default();
+        let call = ToolCallRequest {
+            tool_call: ToolCall {
+                name: tool_name.map(str::to_owned),
+                args,
+                id: tool_call_id.map(str::to_owned),
+                null_id: false,
+            },
+            context: context_from(context)?,
+        };
+        let tool_call = call.tool_call.clone();
+        let verdict = self.verdict(py, call, asynchronous)?;
+        Decision::from_verdict(py, &tool_call, verdict)
+    }
+
+    /// The fast path of the LangChain middleware: decides a LangChain tool
+    /// call (a dict with `name`, `args`, `id`) in a runtime `context`;
+    /// `None` when it may run, else the denial's `(content, tool_call_id, name)`.
+    #[pyo3(signature = (tool_call, context=None, asynchronous=false))]
+    fn check(
+        &self,
+        py: Python<'_>,
+        tool_call: &Bound<'_, PyAny>,
+        context: Option<&Bound<'_, PyAny>>,
+        asynchronous: bool,
+    ) -> PyResult<Option<(String, String, String)>> {
+        let tool_call = tool_call_from(tool_call)?;
+        let call = ToolCallRequest { tool_call, context: context_from(context)? };
+        let middleware = &self.middleware;
+        let result = py.allow_threads(|| {
+            let verdict =
+                if asynchronous { block_on(middleware.acheck(&call)) } else { middleware.check(&call) };
+            verdict.map(|v| {
+                (!v.decision.allow).then(|| {
+                    let m = denied_message(&call.tool_call, &v.decision);
+                    (m.content, m.tool_call_id, m.name.unwrap_or_default())
+                })
+            })
+        });
+        result.map_err(|e| tool_call_error(py, e))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Guardrail(provider={:?}, source={:?}, fail_closed={})",
+            self.info.name,
+            self.info.source.to_string(),
+            if self.middleware.fail_closed() { "True" } else { "False" }
+        )
+    }
+}

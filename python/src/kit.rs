@@ -1,0 +1,36 @@
+//! The conformance kit (`guardhost.conformance`).
+
+use guardhost::conformance::{self, Options};
+use pyo3::prelude::*;
+
+use crate::convert::config_map;
+
+/// Runs the conformance kit against `use_` (relative paths from the working
+/// directory) constructed from `config`; returns the report as JSON text
+/// (`guardhost conformance --format json`). `quick` uses the kit's quick
+/// options (fewer iterations, a 50 ms latency budget).
+#[pyfunction]
+#[pyo3(signature = (use_, config=None, quick=false, threads=None, iterations=None, latency_budget_us=None))]
+pub(crate) fn conformance_json(
+    py: Python<'_>,
+    use_: String,
+    config: Option<&Bound<'_, PyAny>>,
+    quick: bool,
+    threads: Option<usize>,
+    iterations: Option<usize>,
+    latency_budget_us: Option<u64>,
+) -> PyResult<(String, String)> {
+    let config = config_map(config, "config")?;
+    let mut options = if quick { Options::quick() } else { Options::default() };
+    if let Some(threads) = threads {
+        options.threads = threads.max(1);
+    }
+    if let Some(iterations) = iterations {
+        options.iterations = iterations.max(1);
+    }
+    if let Some(us) = latency_budget_us {
+        options.latency_budget = std::time::Duration::from_micros(us);
+    }
+    let report = py.allow_threads(|| conformance::run(&use_, &config, &options));
+    Ok((report.to_json(), report.to_text()))
+}
