@@ -3,27 +3,27 @@
 //! `guardhost.langchain`) are the public face; this module holds what must
 //! be fast or must touch the host library:
 //!
-//! - [`Guardrail`]: a whole `guardrails:` section, installed as the
+//! - `Guardrail`: a whole `guardrails:` section, installed as the
 //!   `guardhost` command installs it (middleware, `fail_closed`, passport);
-//! - [`Provider`]: one provider, built from `use:` + `config` (what DeerFlow's
+//! - `Provider`: one provider, built from `use:` + `config` (what DeerFlow's
 //!   `GuardrailProvider` is), deciding DeerFlow-shaped requests;
-//! - [`conformance_json`]: the conformance kit;
-//! - [`serve_provider`]: the child side of `isolation: process`.
+//! - `conformance_json`: the conformance kit;
+//! - `serve_provider`: the child side of `isolation: process`.
 //!
 //! Every call into a provider releases the GIL.
 //!
 //! The modules, one idea each:
 //!
-//! - [`errors`]: the exception classes, and the conversions from the host's
+//! - `errors`: the exception classes, and the conversions from the host's
 //!   errors;
-//! - [`convert`]: Python values ⇄ JSON values;
-//! - [`instantiate`]: building a provider (the `isolation: process` server
+//! - `convert`: Python values ⇄ JSON values;
+//! - `instantiate`: building a provider (the `isolation: process` server
 //!   program), and what both classes report about it;
-//! - [`guardrail`]: the [`Guardrail`] class;
-//! - [`decision`]: [`Reason`] and [`Decision`], what `Guardrail.decide` returns;
-//! - [`provider`]: the [`Provider`] class;
-//! - [`kit`]: the conformance kit, [`conformance_json`];
-//! - [`server`]: [`serve_provider`], the crate's only `unsafe` code.
+//! - `guardrail`: the `Guardrail` class;
+//! - `decision`: `Reason` and `Decision`, what `Guardrail.decide` returns;
+//! - `provider`: the `Provider` class;
+//! - `kit`: the conformance kit, `conformance_json`;
+//! - `server`: `serve_provider`, the crate's only `unsafe` code.
 
 mod convert;
 mod decision;
