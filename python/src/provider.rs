@@ -96,7 +96,7 @@ fn request_from<'py>(request: &Bound<'py, PyAny>) -> PyResult<GuardrailRequest> 
             Err(_) => {
                 let type_name = v.get_type().name()?.to_string();
                 return Err(RequestError::new_err(format!(
-                    "authz_attributes must be a mapping, got {type_name}"
+                    "authz_attributes must be a Mapping, got {type_name}"
                 )));
             }
         },

@@ -198,5 +198,5 @@ def test_name_is_the_loaded_providers(allowlist, oap_so, passport):
 
 def test_a_non_mapping_authz_attributes_is_an_error(allowlist):
     request = types.SimpleNamespace(tool_name="ls", tool_input={}, authz_attributes=[1])
-    with pytest.raises(guardhost.RequestError, match="authz_attributes must be a mapping, got list"):
+    with pytest.raises(guardhost.RequestError, match="authz_attributes must be a Mapping, got list"):
         allowlist.evaluate(request)
