@@ -5,8 +5,10 @@ and the algorithm of DeerFlow's `deerflow.guardrails.middleware.GuardrailMiddlew
 (CONTRACT.md, "GuardrailMiddleware"), written for these tests: it builds a
 GuardrailRequest from the tool call and the runtime context, asks the
 provider, re-raises LangGraph's control-flow signals, turns other provider
-errors into a fail-closed denial or a fail-open pass, and answers a denial
-with the error ToolMessage without calling the handler.
+errors into a fail-closed denial or a fail-open pass, answers a denial
+with the error ToolMessage without calling the handler, and records an
+audit event in the run's journal (`context["__run_journal"]`) for every
+denial and every provider error.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class StandInMiddleware:
         self.passport = passport
         self.decisions: list[Any] = []
         self.errors: list[BaseException] = []
+        self.audit_failures = 0
 
     @staticmethod
     def _context(request: Any) -> dict[str, Any]:
@@ -91,6 +94,35 @@ class StandInMiddleware:
             status="error",
         )
 
+    def _record(self, context: dict[str, Any], gr: GuardrailRequest, decision: Any, *, action: str, provider_error: bool) -> None:
+        """DeerFlow's `_record_guardrail_event`: best effort, never changes the outcome."""
+        journal = context.get("__run_journal")
+        if journal is None:
+            return
+        changes = {
+            "tool_name": gr.tool_name,
+            "tool_call_id": gr.tool_call_id,
+            "agent_id": gr.agent_id,
+            "is_subagent": gr.is_subagent,
+            "user_role": gr.user_role,
+            "allow": decision.allow,
+            "policy_id": decision.policy_id,
+            "reason_codes": [r.code for r in decision.reasons if r.code],
+            "reason_messages": [r.message[:500] for r in decision.reasons if r.message],
+            "fail_closed": self.fail_closed,
+            "provider_error": provider_error,
+        }
+        try:
+            journal.record_middleware(tag="guardrail", name="GuardrailMiddleware", hook="wrap_tool_call", action=action, changes=changes)
+        except Exception:  # noqa: BLE001 - "Failed to record middleware:guardrail event"
+            self.audit_failures += 1
+
+    def _audit(self, request: Any, gr: GuardrailRequest, decision: Any, provider_error: bool) -> None:
+        if not decision.allow:
+            self._record(self._context(request), gr, decision, action="deny_tool_call", provider_error=provider_error)
+        elif provider_error:
+            self._record(self._context(request), gr, decision, action="allow_tool_call_after_provider_error", provider_error=True)
+
     def _on_error(self, error: BaseException) -> GuardrailDecision:
         self.errors.append(error)
         mode = "fail-closed" if self.fail_closed else "fail-open"
@@ -101,22 +133,26 @@ class StandInMiddleware:
 
     def wrap_tool_call(self, request: Any, handler: Any) -> Any:
         gr = self._request(request)
+        provider_error = False
         try:
             decision = self.provider.evaluate(gr)
         except GraphBubbleUp:
             raise
         except Exception as error:  # noqa: BLE001 - DeerFlow's fail_closed
-            decision = self._on_error(error)
+            decision, provider_error = self._on_error(error), True
         self.decisions.append(decision)
+        self._audit(request, gr, decision, provider_error)
         return handler(request) if decision.allow else self._denied(request, decision)
 
     async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
         gr = self._request(request)
+        provider_error = False
         try:
             decision = await self.provider.aevaluate(gr)
         except GraphBubbleUp:
             raise
         except Exception as error:  # noqa: BLE001
-            decision = self._on_error(error)
+            decision, provider_error = self._on_error(error), True
         self.decisions.append(decision)
+        self._audit(request, gr, decision, provider_error)
         return (await handler(request)) if decision.allow else self._denied(request, decision)

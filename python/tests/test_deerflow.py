@@ -200,3 +200,67 @@ def test_a_non_mapping_authz_attributes_is_an_error(allowlist):
     request = types.SimpleNamespace(tool_name="ls", tool_input={}, authz_attributes=[1])
     with pytest.raises(guardhost.RequestError, match="authz_attributes must be a Mapping, got list"):
         allowlist.evaluate(request)
+
+
+class Journal:
+    """DeerFlow's run journal, as far as the guardrail uses it."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.events: list[dict] = []
+        self.fail = fail
+
+    def record_middleware(self, **event) -> None:
+        if self.fail:
+            raise RuntimeError("journal is down")
+        self.events.append(event)
+
+
+ATTRIBUTED = {"user_id": "u-secret", "user_role": "admin", "oauth_provider": "github", "oauth_id": "gh-secret", "is_subagent": True}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_denial_is_audited_with_exactly_deerflows_fields(test_so, path):
+    journal = Journal()
+    middleware = StandInMiddleware(provider(test_so("DenyAllProvider")), passport="agent-7")
+    run(middleware, call("bash", {"command": "rm -rf /"}, id="c-1", context={**ATTRIBUTED, "__run_journal": journal}), Handler(), path)
+    assert journal.events == [{
+        "tag": "guardrail", "name": "GuardrailMiddleware", "hook": "wrap_tool_call", "action": "deny_tool_call",
+        "changes": {
+            "tool_name": "bash", "tool_call_id": "c-1", "agent_id": "agent-7", "is_subagent": True,
+            "user_role": "admin", "allow": False, "policy_id": "test-policy",
+            "reason_codes": ["test.denied", "test.second"],
+            "reason_messages": ["denied by test provider", "a second reason"],
+            "fail_closed": True, "provider_error": False,
+        },
+    }]
+    text = repr(journal.events)
+    for forbidden in ("rm -rf", "u-secret", "gh-secret", "github", "tool_input"):
+        assert forbidden not in text, forbidden
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("fail_closed", [True, False])
+def test_provider_errors_are_audited_both_ways(test_so, path, fail_closed):
+    journal = Journal()
+    middleware = StandInMiddleware(provider(test_so("ErroringProvider")), fail_closed=fail_closed)
+    run(middleware, call("bash", context={"__run_journal": journal}), Handler(), path)
+    [event] = journal.events
+    assert event["action"] == ("deny_tool_call" if fail_closed else "allow_tool_call_after_provider_error")
+    assert event["changes"]["provider_error"] is True
+    assert event["changes"]["reason_codes"] == ["oap.evaluator_error"]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_allow_is_not_audited(allowlist, path):
+    journal = Journal()
+    run(StandInMiddleware(allowlist), call("read_file", context={"__run_journal": journal}), Handler(), path)
+    assert journal.events == []
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_failing_journal_leaves_the_denial_intact(allowlist, path):
+    middleware = StandInMiddleware(allowlist)
+    handler = Handler()
+    message = run(middleware, call("bash", context={"__run_journal": Journal(fail=True)}), handler, path)
+    assert handler.calls == 0 and middleware.audit_failures == 1
+    assert message.status == "error" and "(oap.tool_not_allowed)" in message.content
