@@ -394,7 +394,7 @@ fn run_answers_every_line_in_order_including_malformed_ones() {
     assert_eq!(lines[6]["name"], json!("ls"));
     assert_eq!(
         stderr(&out).lines().last().unwrap(),
-        "guardhost run: 10 lines: 3 allowed, 1 denied, 6 errors"
+        "guardhost run: 10 lines: 3 allowed, 1 denied, 6 errors, 0 provider errors"
     );
 }
 
@@ -460,7 +460,7 @@ fn run_answers_an_interrupt_and_exits_3() {
     assert_eq!(lines[1]["type"], json!("interrupt"));
     assert!(stderr(&out).contains("line 1: the provider raised an interrupt: human approval required"));
     assert!(
-        stderr(&out).contains("2 lines: 0 allowed, 0 denied, 0 errors, 2 interrupts"),
+        stderr(&out).contains("2 lines: 0 allowed, 0 denied, 0 errors, 0 provider errors, 2 interrupts"),
         "{}",
         stderr(&out)
     );

@@ -71,7 +71,7 @@ fn an_allowed_call_is_answered_with_its_decision_and_the_dry_run_message() {
             })],
             "{extra:?}"
         );
-        assert_eq!(summary(&out), "guardhost run: 1 lines: 1 allowed, 0 denied, 0 errors");
+        assert_eq!(summary(&out), "guardhost run: 1 lines: 1 allowed, 0 denied, 0 errors, 0 provider errors");
     }
 }
 
@@ -114,7 +114,7 @@ fn a_denial_keeps_every_reason_the_policy_id_and_the_metadata() {
         assert!(
             stderr(&out).contains("Guardrail denied: tool=write_file policy=corp-7 code=corp.path_denied")
         );
-        assert_eq!(summary(&out), "guardhost run: 1 lines: 0 allowed, 1 denied, 0 errors");
+        assert_eq!(summary(&out), "guardhost run: 1 lines: 0 allowed, 1 denied, 0 errors, 0 provider errors");
     }
     // --audit works with --output decisions, on both paths: one event each.
     let events: Vec<Value> =
@@ -148,9 +148,9 @@ fn a_denial_without_reasons_gets_the_fallback_message_and_an_empty_reason_list()
 #[test]
 fn a_provider_error_fails_closed_or_open_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    for (fail_closed, outcome, reason, exit) in [
-        (true, "deny", "guardrail provider error (fail-closed)", 0),
-        (false, "allow", "guardrail provider error (fail-open)", 0),
+    for (fail_closed, outcome, reason, how) in [
+        (true, "deny", "guardrail provider error (fail-closed)", "failed closed"),
+        (false, "allow", "guardrail provider error (fail-open)", "failed open"),
     ] {
         let config =
             test_provider(dir.path(), "ErroringProvider", &format!("  fail_closed: {fail_closed}\n"));
@@ -163,7 +163,13 @@ fn a_provider_error_fails_closed_or_open_and_says_so() {
                 &args,
                 "{\"name\":\"bash\",\"id\":\"e1\",\"args\":{\"command\":\"ls\"}}\n",
             );
-            assert_eq!(out.status.code(), Some(exit), "{}", stderr(&out));
+            // A provider error is counted apart from the policy's
+            // decisions, and has an exit code of its own, failed closed or open.
+            assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+            assert_eq!(
+                summary(&out),
+                format!("guardhost run: 1 lines: 0 allowed, 0 denied, 0 errors, 1 provider errors (1 {how})")
+            );
             let line = &json_lines(&out)[0];
             assert_eq!(line["outcome"], json!(outcome), "fail_closed {fail_closed} {extra:?}");
             assert_eq!(line["guardrail"], json!(true));
@@ -205,7 +211,10 @@ fn an_interrupt_is_answered_as_such_and_processing_goes_on() {
         );
         assert_eq!(lines[1]["outcome"], json!("error"));
         assert!(stderr(&out).contains("line 1: the provider raised an interrupt: human approval required"));
-        assert_eq!(summary(&out), "guardhost run: 3 lines: 0 allowed, 0 denied, 1 errors, 2 interrupts");
+        assert_eq!(
+            summary(&out),
+            "guardhost run: 3 lines: 0 allowed, 0 denied, 1 errors, 0 provider errors, 2 interrupts"
+        );
     }
 }
 
@@ -291,7 +300,7 @@ fn malformed_lines_are_answered_in_place_and_order_is_kept() {
     assert_eq!((&lines[6]["tool_call_id"], &lines[6]["name"]), (&json!("7"), &json!("ls")));
     assert_eq!((&lines[7]["tool_call_id"], &lines[7]["name"]), (&Value::Null, &Value::Null));
     assert_eq!(lines[8]["metadata"], json!({"k": "v"}));
-    assert_eq!(summary(&out), "guardhost run: 9 lines: 2 allowed, 1 denied, 6 errors");
+    assert_eq!(summary(&out), "guardhost run: 9 lines: 2 allowed, 1 denied, 6 errors, 0 provider errors");
 }
 
 #[test]
@@ -463,7 +472,10 @@ fn a_co_process_gets_each_answer_before_it_writes_the_next_line() {
         assert_eq!(third["reasons"], json!([{"code": "corp.after", "message": "malformed_line"}]));
         let (code, err) = guard.finish();
         assert_eq!(code, Some(1), "{err}");
-        assert_eq!(err.lines().last().unwrap(), "guardhost run: 3 lines: 1 allowed, 1 denied, 1 errors");
+        assert_eq!(
+            err.lines().last().unwrap(),
+            "guardhost run: 3 lines: 1 allowed, 1 denied, 1 errors, 0 provider errors"
+        );
     }
 }
 
@@ -549,7 +561,11 @@ fn a_provider_process_that_dies_is_a_provider_error_and_the_next_line_is_decided
     let input = "{\"name\":\"ls\",\"id\":\"1\"}\n{\"name\":\"abort\",\"id\":\"2\"}\n{\"name\":\"read_file\",\"id\":\"3\"}\n";
     for extra in [&[][..], &["--async"][..]] {
         let out = decisions(&config, extra, input);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+        assert_eq!(
+            summary(&out),
+            "guardhost run: 3 lines: 2 allowed, 0 denied, 0 errors, 1 provider errors (1 failed closed)"
+        );
         let lines = json_lines(&out);
         let outcomes: Vec<(&Value, &Value)> =
             lines.iter().map(|l| (&l["outcome"], &l["provider_error"])).collect();

@@ -150,7 +150,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let mut bytes = Vec::with_capacity(1024);
     loop {
         // Flush before blocking on input, so an interactive caller sees each
-        // answer as soon as its line is processed.
+        // answer as soon as its line is processed (and before each call into
+        // the provider, below).
         if reader.buffer().is_empty() {
             out.flush().map_err(write_error)?;
         }
@@ -171,7 +172,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         let current = reloader.as_ref().and_then(|r| r.current()).map(|g| with_audit(g.middleware.clone()));
         let middleware = if reloader.is_some() { current.as_ref() } else { fixed.as_ref() };
         let handled = match parse_line(number, &bytes) {
-            Ok(call) => answer(middleware, &path, number, call),
+            Ok(call) => {
+                // Every answer decided so far reaches stdout before the
+                // provider is asked again: a provider that hangs, crashes or
+                // exits on this call cannot take them down with it.
+                if middleware.is_some() {
+                    out.flush().map_err(write_error)?;
+                }
+                answer(middleware, &path, number, call)
+            }
             Err(message) => {
                 let (id, name) = answer::readable_id_and_name(&bytes);
                 Handled::Malformed { id, name, message }
@@ -183,19 +192,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     }
     out.flush().map_err(write_error)?;
 
-    let mut summary = format!(
-        "guardhost run: {} lines: {} allowed, {} denied, {} errors",
-        counts.lines, counts.allowed, counts.denied, counts.errors
-    );
-    if counts.interrupts > 0 {
-        summary.push_str(&format!(", {} interrupts", counts.interrupts));
-    }
-    eprintln!("{summary}");
-    Ok(if counts.interrupts > 0 {
-        ExitCode::from(3)
-    } else if counts.errors > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    eprintln!("{}", counts.summary());
+    Ok(ExitCode::from(counts.exit_code()))
 }

@@ -7,11 +7,26 @@
 //! same code.
 //!
 //! Rules, in order:
-//! 1. `allowed_tools` set (even to `[]`) and the tool not in it → deny,
+//! 1. a tool name holding a character that is invisible or changes how the
+//!    name reads ([`invisible`]: control and format characters, zero-width
+//!    and bidi controls, line separators, whitespace other than the ASCII
+//!    space, fillers, variation selectors) → deny, `oap.invalid_tool_name`,
+//!    `tool name "<name, escaped>" contains an invisible or control
+//!    character (U+XXXX)`; whatever the lists say;
+//! 2. `allowed_tools` set (even to `[]`) and the tool not in it → deny,
 //!    `oap.tool_not_allowed`, `tool '<name>' not in allowlist`;
-//! 2. the tool in `denied_tools` → deny, `oap.tool_not_allowed`,
+//! 3. the tool in `denied_tools` → deny, `oap.tool_not_allowed`,
 //!    `tool '<name>' is denied`;
-//! 3. otherwise allow, `oap.allowed`.
+//! 4. otherwise allow, `oap.allowed`.
+//!
+//! How names are compared: exactly, case-sensitively, as DeerFlow does, for
+//! every name that passes rule 1, with one difference: `denied_tools` is
+//! matched after trimming ASCII whitespace from both ends of the name (and
+//! of each listed name), so `"bash "` is denied as `bash` is.
+//! `allowed_tools` stays exact: a padded name is not in it, so it is
+//! denied. Case is not folded (`Bash` is not `bash`, as in DeerFlow): list
+//! the tools that may run in `allowed_tools` when other spellings must not
+//! get through.
 //!
 //! # Example
 //!
@@ -61,25 +76,89 @@ impl Provider for AllowlistProvider {
     type Config = AllowlistConfig;
 
     fn new(config: AllowlistConfig) -> Result<Self, ProviderError> {
+        let denied = config.denied_tools.unwrap_or_default();
         Ok(AllowlistProvider {
             allowed: config.allowed_tools.map(|tools| tools.into_iter().collect()),
-            denied: config.denied_tools.unwrap_or_default().into_iter().collect(),
+            denied: denied.iter().map(|tool| tool.trim_ascii().to_owned()).collect(),
         })
     }
 
     fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError> {
         let name = request.tool_name();
+        if let Some(bad) = name.chars().find(|&c| invisible(c)) {
+            return Ok(Decision::deny().with_reason(
+                "oap.invalid_tool_name",
+                format!(
+                    "tool name {name:?} contains an invisible or control character (U+{:04X})",
+                    u32::from(bad)
+                ),
+            ));
+        }
         if self.allowed.as_ref().is_some_and(|allowed| !allowed.contains(name)) {
             return Ok(Decision::deny()
                 .with_reason("oap.tool_not_allowed", format!("tool '{name}' not in allowlist")));
         }
-        if self.denied.contains(name) {
+        if self.denied.contains(name.trim_ascii()) {
             return Ok(
                 Decision::deny().with_reason("oap.tool_not_allowed", format!("tool '{name}' is denied"))
             );
         }
         Ok(Decision::allow().with_reason("oap.allowed", ""))
     }
+}
+
+/// Whether `c` has no place in a tool name because it is invisible or
+/// changes how the name around it reads: a control character (general
+/// category Cc, NUL and the C1 controls included) or a format character
+/// (Cf: soft hyphen, zero-width space, non-joiner and joiner, word joiner,
+/// byte order mark, the bidi marks, embeddings, overrides and isolates, tag
+/// characters, ...), a line or paragraph separator (Zl, Zp), whitespace
+/// other than the ASCII space (Zs: no-break space, ideographic space, ...),
+/// a Hangul or halfwidth filler, the combining grapheme joiner, a variation
+/// selector, or a Mongolian free variation selector.
+pub fn invisible(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    c.is_control()
+        || (c.is_whitespace() && c != ' ')
+        || matches!(
+            c,
+            // Cf, by block.
+            '\u{00AD}'
+                | '\u{0600}'..='\u{0605}'
+                | '\u{061C}'
+                | '\u{06DD}'
+                | '\u{070F}'
+                | '\u{0890}'..='\u{0891}'
+                | '\u{08E2}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{110BD}'
+                | '\u{110CD}'
+                | '\u{13430}'..='\u{1343F}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0001}'
+                | '\u{E0020}'..='\u{E007F}'
+                // Invisible, though not Cf: the combining grapheme joiner,
+                // Hangul and halfwidth fillers, variation selectors,
+                // Mongolian free variation selectors, the braille blank.
+                | '\u{034F}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{3164}'
+                | '\u{FFA0}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{E0100}'..='\u{E01EF}'
+                | '\u{180B}'..='\u{180D}'
+                | '\u{180F}'
+                | '\u{2800}'
+        )
 }
 
 guardhost_abi::export_provider!(AllowlistProvider, AllowlistProvider);

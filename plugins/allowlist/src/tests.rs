@@ -93,3 +93,65 @@ fn accepted_keys_come_from_the_config_type() {
     assert!(!AllowlistProvider.factory.accepts_extra_keys());
     assert_eq!(AllowlistProvider.factory.name().as_str(), "allowlist");
 }
+
+#[test]
+fn look_alike_names_do_not_pass_a_denied_list() {
+    let p = provider(None, Some(&["bash"]));
+    // Invisible or control characters: refused whatever the lists say.
+    for tool in [
+        "bash\u{0}",
+        "bash\u{200B}",
+        "ba\u{200D}sh",
+        "\u{FEFF}bash",
+        "bash\u{202E}",
+        "bash\u{2066}",
+        "bash\u{00AD}",
+        "bash\u{0085}",
+        "bash\u{00A0}",
+        "bash\u{3000}",
+        "bash\u{2028}",
+        "bash\u{E0062}",
+        "bash\u{FE0F}",
+        "bash\n",
+        "bash\t",
+        "bash\u{7F}",
+    ] {
+        let d = decide(&p, tool);
+        assert!(!d.allow, "{tool:?}");
+        assert_eq!(d.reasons[0].code.as_str(), "oap.invalid_tool_name", "{tool:?}");
+        let bad = tool.chars().find(|&c| invisible(c)).unwrap();
+        let message = d.reasons[0].message.as_str();
+        assert!(message.contains(&format!("U+{:04X}", u32::from(bad))), "{message}");
+        assert!(message.chars().all(|c| !invisible(c)), "the message shows the name escaped: {message:?}");
+    }
+    // ASCII whitespace around the name: matched as the name.
+    for tool in ["bash ", " bash", "  bash  "] {
+        let d = decide(&p, tool);
+        assert!(!d.allow, "{tool:?}");
+        assert_eq!(d.reasons[0].code.as_str(), "oap.tool_not_allowed", "{tool:?}");
+    }
+    // Listed names are trimmed too.
+    assert!(!decide(&provider(None, Some(&[" bash "])), "bash").allow);
+}
+
+#[test]
+fn invisible_characters_are_refused_even_by_an_allowed_list_or_no_list() {
+    for p in [provider(Some(&["ls\u{200B}"]), None), provider(None, None)] {
+        let d = decide(&p, "ls\u{200B}");
+        assert!(!d.allow);
+        assert_eq!(d.reasons[0].code.as_str(), "oap.invalid_tool_name");
+    }
+    // A padded name is not in an allowed list (exact, as DeerFlow).
+    assert!(!decide(&provider(Some(&["ls"]), None), "ls ").allow);
+}
+
+#[test]
+fn ordinary_names_keep_deerflows_exact_case_sensitive_matching() {
+    let p = provider(None, Some(&["bash"]));
+    // Case is not folded, as in DeerFlow.
+    for tool in ["Bash", "BASH", "bash_", "bash.v2", "mcp__srv__bash", "run command", "bäsh", "баш", ""] {
+        assert!(decide(&p, tool).allow, "{tool:?}");
+    }
+    assert!(decide(&provider(Some(&["run command"]), None), "run command").allow);
+    assert!(!decide(&provider(Some(&["bash"]), None), "Bash").allow);
+}

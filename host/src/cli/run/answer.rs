@@ -53,10 +53,19 @@ pub enum Handled {
 #[derive(Debug, Default)]
 pub struct Counts {
     pub lines: u64,
+    /// Decided by the policy (or no guardrail installed): allowed.
     pub allowed: u64,
+    /// Decided by the policy: denied.
     pub denied: u64,
     /// Malformed lines and calls that could not be taken.
     pub errors: u64,
+    /// Calls the provider failed on: answered by the middleware's
+    /// fail-closed denial or fail-open allowance, not by the policy.
+    pub provider_errors: u64,
+    /// Of `provider_errors`: denied (`fail_closed: true`).
+    pub failed_closed: u64,
+    /// Of `provider_errors`: allowed (`fail_closed: false`).
+    pub failed_open: u64,
     pub interrupts: u64,
 }
 
@@ -64,10 +73,60 @@ impl Counts {
     pub fn add(&mut self, handled: &Handled) {
         self.lines += 1;
         match handled {
+            Handled::Decided { decision: Some(decision), provider_error: true, .. } => {
+                self.provider_errors += 1;
+                if decision.allow {
+                    self.failed_open += 1;
+                } else {
+                    self.failed_closed += 1;
+                }
+            }
             Handled::Decided { decision: Some(decision), .. } if !decision.allow => self.denied += 1,
             Handled::Decided { .. } => self.allowed += 1,
             Handled::Malformed { .. } | Handled::Failed { .. } => self.errors += 1,
             Handled::Interrupted { .. } => self.interrupts += 1,
+        }
+    }
+}
+
+impl Counts {
+    /// The stderr summary: `guardhost run: N lines: A allowed, D denied,
+    /// E errors, P provider errors (C failed closed, O failed open)`, then
+    /// `, I interrupts` if any. The provider errors are always counted, so a
+    /// run whose every call failed in the provider never looks clean.
+    pub fn summary(&self) -> String {
+        let mut summary = format!(
+            "guardhost run: {} lines: {} allowed, {} denied, {} errors, {} provider errors",
+            self.lines, self.allowed, self.denied, self.errors, self.provider_errors
+        );
+        let mut how = Vec::new();
+        if self.failed_closed > 0 {
+            how.push(format!("{} failed closed", self.failed_closed));
+        }
+        if self.failed_open > 0 {
+            how.push(format!("{} failed open", self.failed_open));
+        }
+        if !how.is_empty() {
+            summary.push_str(&format!(" ({})", how.join(", ")));
+        }
+        if self.interrupts > 0 {
+            summary.push_str(&format!(", {} interrupts", self.interrupts));
+        }
+        summary
+    }
+
+    /// The exit status: 3 if the provider raised an interrupt, else 4 if it
+    /// failed on any call, else 1 if any line got no decision, else 0 (2,
+    /// a usage, config or load error, is decided before any line is read).
+    pub fn exit_code(&self) -> u8 {
+        if self.interrupts > 0 {
+            3
+        } else if self.provider_errors > 0 {
+            4
+        } else if self.errors > 0 {
+            1
+        } else {
+            0
         }
     }
 }

@@ -1,0 +1,204 @@
+//! `guardhost run` does not hide a failing provider, and does not hold back
+//! answers it has decided: the real binary, real YAML files, the real
+//! scripted providers of `tests/fixtures/test-providers`, in process.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::cli::{guardhost, json_lines, stderr};
+use support::{use_of, write};
+
+/// The last line of stderr: the summary.
+fn summary(output: &Output) -> String {
+    stderr(output).lines().last().unwrap_or_default().to_owned()
+}
+
+/// A config file installing `symbol` of the scripted test-provider library.
+fn config(dir: &Path, symbol: &str, extra: &str) -> PathBuf {
+    write(
+        dir,
+        "config.yaml",
+        &format!(
+            "guardrails:\n  enabled: true\n{extra}  provider:\n    use: {}\n",
+            use_of("guardhost_test_providers", symbol)
+        ),
+    )
+}
+
+fn calls(tools: &[&str]) -> String {
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, tool)| format!("{}\n", json!({"name": tool, "id": format!("c{i}")})))
+        .collect()
+}
+
+fn run(config: &Path, extra: &[&str], input: &str) -> Output {
+    let mut args = vec!["run", "--config", config.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    guardhost(&args, Some(input.as_bytes()))
+}
+
+// ------------------------------------------------------ provider errors
+
+#[test]
+fn every_call_failing_closed_is_counted_as_a_provider_error_with_exit_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "ErroringProvider", "");
+    let input = calls(&["bash"; 10]);
+    for extra in [&[][..], &["--async"][..], &["--output", "decisions"][..]] {
+        let out = run(&config, extra, &input);
+        assert_eq!(out.status.code(), Some(4), "{extra:?}: {}", stderr(&out));
+        assert_eq!(
+            summary(&out),
+            "guardhost run: 10 lines: 0 allowed, 0 denied, 0 errors, 10 provider errors (10 failed closed)",
+            "{extra:?}"
+        );
+        assert_eq!(json_lines(&out).len(), 10);
+    }
+}
+
+#[test]
+fn every_call_failing_open_is_counted_as_a_provider_error_with_exit_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "ErroringProvider", "  fail_closed: false\n");
+    let out = run(&config, &["--output", "decisions"], &calls(&["bash"; 10]));
+    assert_eq!(out.status.code(), Some(4), "a total fail-open is not a clean run: {}", stderr(&out));
+    assert_eq!(
+        summary(&out),
+        "guardhost run: 10 lines: 0 allowed, 0 denied, 0 errors, 10 provider errors (10 failed open)"
+    );
+    // The answers themselves are unchanged: allowed, marked provider_error.
+    for line in json_lines(&out) {
+        assert_eq!((&line["outcome"], &line["provider_error"]), (&json!("allow"), &json!(true)), "{line}");
+    }
+}
+
+#[test]
+fn provider_errors_win_over_malformed_lines_and_a_clean_run_says_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let erroring = config(dir.path(), "ErroringProvider", "");
+    let out = run(&erroring, &[], &format!("{}not json\n", calls(&["bash", "ls"])));
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert_eq!(
+        summary(&out),
+        "guardhost run: 3 lines: 0 allowed, 0 denied, 1 errors, 2 provider errors (2 failed closed)"
+    );
+    // Policy decisions are not provider errors, and say so.
+    let deny_all = config(dir.path(), "DenyAllProvider", "");
+    let out = run(&deny_all, &[], &calls(&["bash", "ls"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(summary(&out), "guardhost run: 2 lines: 0 allowed, 2 denied, 0 errors, 0 provider errors");
+}
+
+// ------------------------------------------- decided answers are written
+
+/// Starts `guardhost run --config CONFIG --input FILE [extra]` on `tools`
+/// (FaultyProvider), collects stdout lines as they come, and returns them
+/// once `expect` lines arrived or `patience` passed, with the process's
+/// exit (None: still running, then killed).
+fn run_faulty(
+    tools: &[&str],
+    extra: &[&str],
+    expect: usize,
+    patience: Duration,
+) -> (Vec<Value>, Option<i32>) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "FaultyProvider", "");
+    let input = write(dir.path(), "calls.jsonl", &calls(tools));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
+        .args(["run", "--config", config.to_str().unwrap(), "--input", input.to_str().unwrap()])
+        .args(extra)
+        .env("GUARDHOST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("guardhost starts");
+    let stdout = child.stdout.take().unwrap();
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + patience;
+    let mut lines = Vec::new();
+    while lines.len() < expect {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match receive.recv_timeout(left) {
+            Ok(line) => lines.push(serde_json::from_str::<Value>(&line).unwrap()),
+            Err(_) => break,
+        }
+    }
+    // Give a wrong extra line the chance to show up.
+    while let Ok(line) = receive.recv_timeout(Duration::from_millis(200)) {
+        lines.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    let waited = Instant::now();
+    let mut exited = child.try_wait().unwrap();
+    while exited.is_none() && waited.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(20));
+        exited = child.try_wait().unwrap();
+    }
+    let status = match exited {
+        Some(status) => status.code(),
+        None => {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            None
+        }
+    };
+    (lines, status)
+}
+
+/// `n` ordinary calls, which FaultyProvider allows; their ids show which
+/// lines were written.
+fn ordinary(n: usize) -> Vec<&'static str> {
+    (0..n).map(|i| ["read_file", "ls", "write_file"][i % 3]).collect()
+}
+
+#[test]
+fn answers_decided_before_a_provider_hangs_are_written_under_input_file() {
+    for extra in [&[][..], &["--output", "decisions"][..], &["--async"][..]] {
+        let mut tools = ordinary(40);
+        tools.extend(["hang", "ls"]);
+        let (lines, status) = run_faulty(&tools, extra, 40, Duration::from_secs(20));
+        assert_eq!(status, None, "{extra:?}: still hanging");
+        assert_eq!(lines.len(), 40, "{extra:?}: every decided answer was written");
+        for (i, line) in lines.iter().enumerate() {
+            assert_eq!(line["tool_call_id"], json!(format!("c{i}")), "{extra:?}");
+        }
+    }
+}
+
+#[test]
+fn answers_decided_before_a_provider_aborts_are_written() {
+    let mut tools = ordinary(25);
+    tools.extend(["abort", "ls"]);
+    let (lines, status) = run_faulty(&tools, &[], 25, Duration::from_secs(20));
+    assert_ne!(status, Some(0), "the abort took the process down");
+    assert_eq!(lines.len(), 25);
+    assert_eq!(lines[24]["tool_call_id"], json!("c24"));
+}
+
+#[test]
+fn answers_decided_before_a_provider_exits_are_written() {
+    // exit(0) inside the provider ends the host with status 0 and no
+    // summary: it cannot be intercepted in process (`isolation: process`
+    // contains it), but no decided answer is lost.
+    let mut tools = ordinary(30);
+    tools.extend(["exit", "ls"]);
+    let (lines, status) = run_faulty(&tools, &["--output", "decisions"], 30, Duration::from_secs(20));
+    assert_eq!(status, Some(0));
+    assert_eq!(lines.len(), 30);
+    assert_eq!(lines[29]["line"], json!(30));
+}
