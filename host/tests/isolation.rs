@@ -394,7 +394,7 @@ fn guardhost_run_answers_every_line_through_every_fault_and_keeps_going() {
     let lines: Vec<Value> =
         tools.iter().enumerate().map(|(i, tool)| json!({"name": tool, "id": format!("call-{i}")})).collect();
     let (answers, stderr, code) = run_lines(&config, &lines);
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(code, 4, "provider errors make exit 4: {stderr}");
     assert_eq!(answers.len(), tools.len(), "{stderr}");
     for (i, (answer, tool)) in answers.iter().zip(tools).enumerate() {
         assert_eq!(answer["tool_call_id"], json!(format!("call-{i}")));
@@ -413,7 +413,10 @@ fn guardhost_run_answers_every_line_through_every_fault_and_keeps_going() {
     }
     // What the provider printed went to stderr, not into the answers.
     assert!(stderr.contains("debug: evaluating a call"), "{stderr}");
-    assert!(stderr.contains("12 lines: 7 allowed, 5 denied, 0 errors"), "{stderr}");
+    assert!(
+        stderr.contains("12 lines: 7 allowed, 0 denied, 0 errors, 5 provider errors (5 failed closed)"),
+        "{stderr}"
+    );
 }
 
 #[test]

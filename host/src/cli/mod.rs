@@ -21,7 +21,7 @@ provider (builtin:AllowlistProvider), enabled, fail-closed, denying the tools
 
 Exit codes: 0 ok / allowed, 1 denied (eval), malformed input lines (run) or a
 failed check (conformance), 2 usage, config or load error, 3 a provider
-interrupt.
+interrupt, 4 the provider failed on some calls (run).
 Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`) to change
 how much (default `warn`: every denial is logged).";
 
