@@ -103,6 +103,16 @@ pub enum LoadErrorKind {
         /// Its owner's user id.
         owner: u32,
     },
+    /// The file is shorter than its own ELF headers say: it was cut short,
+    /// or is still being written. Mapping it would kill the process with
+    /// SIGBUS, so it is not opened.
+    #[error("the library is truncated or still being written ({detail}, but the file has {size} bytes); nothing was loaded. Wait until it is written completely (or copy it aside and rename it into place)")]
+    Truncated {
+        /// Which part of the file is missing, and the size it needs.
+        detail: String,
+        /// The file's size as read.
+        size: u64,
+    },
     /// `abi_stable` rejected the factory's layout.
     #[error("the provider's types do not match this host's ABI layout (built against a different guardhost-abi?): {summary}")]
     LayoutMismatch {
@@ -212,11 +222,24 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
         (Origin::Path(canonical.clone()), None)
     };
     // The digest identifies the library in audit events and `check`; a
-    // library mapped from its path is read once more for it.
+    // library mapped from its path is read once more for it, and those bytes
+    // are the ones checked below.
+    let path_bytes = match &origin {
+        Origin::Path(path) => std::fs::read(path).ok(),
+        Origin::Digest(_) => None,
+    };
     let sha256 = match &origin {
         Origin::Digest(digest) => Some(digest.clone()),
-        Origin::Path(path) => std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes)),
+        Origin::Path(_) => path_bytes.as_deref().map(sha256_hex),
     };
+    // The bytes about to be mapped must hold every segment they declare:
+    // the OS loader maps a cut-short file without complaint, and the first
+    // touch of a page past its end kills the process with SIGBUS.
+    if let Some(mapped) = bytes.as_deref().or(path_bytes.as_deref()) {
+        check_whole(mapped)
+            .map_err(|detail| fail(LoadErrorKind::Truncated { detail, size: mapped.len() as u64 }))?;
+    }
+    drop(path_bytes);
     let key = (origin.clone(), symbol.to_owned());
     if let Some(descriptor) = validated().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(Loaded { path: canonical, descriptor, sha256 });
@@ -229,6 +252,102 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
     let descriptor = find_descriptor(library, symbol).map_err(fail)?;
     validated().lock().unwrap_or_else(|e| e.into_inner()).insert(key, descriptor);
     Ok(Loaded { path: canonical, descriptor, sha256 })
+}
+
+/// Checks that an ELF file's bytes hold its own headers and every loadable
+/// segment (`PT_LOAD`: `p_offset + p_filesz` within the file); the error
+/// says what is missing and how many bytes it needs. Bytes that do not start
+/// with the ELF magic are left to the OS loader, which names its reason.
+/// Parsed by hand from the bytes: 32- or 64-bit, either byte order.
+#[cfg(all(unix, not(target_vendor = "apple")))]
+pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), String> {
+    const EI_NIDENT: usize = 16;
+    if !bytes.starts_with(b"\x7fELF") {
+        return Ok(());
+    }
+    let Some(ident) = bytes.get(..EI_NIDENT) else {
+        return Err(format!("the ELF identification needs {EI_NIDENT} bytes"));
+    };
+    let wide = match ident[4] {
+        1 => false,
+        2 => true,
+        class => {
+            return Err(format!(
+                "the ELF class byte is {class}, neither 1 (32-bit) nor 2 (64-bit), so the header is damaged"
+            ))
+        }
+    };
+    let big = match ident[5] {
+        1 => false,
+        2 => true,
+        data => return Err(format!("the ELF data byte is {data}, neither 1 (little-endian) nor 2 (big-endian), so the header is damaged")),
+    };
+    // A field of `len` bytes at `at`, in the file's byte order; `None` past
+    // the end of the bytes.
+    let field = |at: u64, len: usize| -> Option<u64> {
+        let start = usize::try_from(at).ok()?;
+        let raw = bytes.get(start..start.checked_add(len)?)?;
+        let mut value = 0u64;
+        for i in 0..len {
+            let byte = if big { raw[i] } else { raw[len - 1 - i] };
+            value = value << 8 | u64::from(byte);
+        }
+        Some(value)
+    };
+    let word = if wide { 8 } else { 4 };
+    let header_size: u64 = if wide { 64 } else { 52 };
+    let needs = |what: &str, end: u64| format!("{what} needs {end} bytes");
+    if (bytes.len() as u64) < header_size {
+        return Err(needs("the ELF header", header_size));
+    }
+    // e_phoff follows e_ident, e_type, e_machine, e_version and e_entry.
+    let phoff_at = 24 + word as u64;
+    let phoff = field(phoff_at, word).unwrap_or_default();
+    // e_phentsize and e_phnum follow e_phoff, e_shoff, e_flags and e_ehsize.
+    let phentsize_at = phoff_at + 2 * word as u64 + 4 + 2;
+    let phentsize = field(phentsize_at, 2).unwrap_or_default();
+    let phnum = field(phentsize_at + 2, 2).unwrap_or_default();
+    let entry_size: u64 = if wide { 56 } else { 32 };
+    if phnum == 0 {
+        return Ok(()); // no program headers: nothing to map; the OS loader refuses it
+    }
+    if phentsize != entry_size {
+        return Err(format!(
+            "its ELF header says program headers are {phentsize} bytes each, not {entry_size}, so the header is damaged"
+        ));
+    }
+    // phnum <= 0xffff and entry_size <= 56: only the sum can overflow.
+    let table_end = phoff.saturating_add(phnum * entry_size);
+    if table_end > bytes.len() as u64 {
+        return Err(needs(
+            &format!("the program header table ({phnum} entries at offset {phoff})"),
+            table_end,
+        ));
+    }
+    const PT_LOAD: u64 = 1;
+    for index in 0..phnum {
+        let entry = phoff + index * entry_size;
+        let (offset_at, filesz_at) = if wide { (entry + 8, entry + 32) } else { (entry + 4, entry + 16) };
+        if field(entry, 4) != Some(PT_LOAD) {
+            continue;
+        }
+        let offset = field(offset_at, word).unwrap_or_default();
+        let filesz = field(filesz_at, word).unwrap_or_default();
+        let end = offset.saturating_add(filesz);
+        if end > bytes.len() as u64 {
+            return Err(needs(
+                &format!("loadable segment {index} (PT_LOAD, {filesz} bytes at offset {offset})"),
+                end,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Not ELF here (Mach-O, PE): not checked.
+#[cfg(not(all(unix, not(target_vendor = "apple"))))]
+pub(crate) fn check_whole(_bytes: &[u8]) -> Result<(), String> {
+    Ok(())
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

@@ -75,7 +75,7 @@ impl Stamp {
 }
 
 /// The files a guardrail was built from, as they were then.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Watched {
     config: Stamp,
     library: Option<(PathBuf, Stamp)>,
@@ -91,8 +91,13 @@ impl Watched {
     }
 
     fn changed(&self, config: &Path) -> bool {
-        self.config != Stamp::of(config)
-            || self.library.as_ref().is_some_and(|(path, stamp)| *stamp != Stamp::of(path))
+        *self != self.now(config)
+    }
+
+    /// The same files as they are now.
+    fn now(&self, config: &Path) -> Watched {
+        let library = self.library.as_ref().map(|(path, _)| (path.clone(), Stamp::of(path)));
+        Watched { config: Stamp::of(config), library }
     }
 }
 
@@ -150,11 +155,7 @@ impl Reloader {
     /// build, so an edit made during it is seen by the next check.
     pub fn reload(&self) -> Result<(), ReloadError> {
         let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
-        let before = {
-            let watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-            let library = watched.library.as_ref().map(|(path, _)| (path.clone(), Stamp::of(path)));
-            Watched { config: Stamp::of(&self.path), library }
-        };
+        let before = self.watched.lock().unwrap_or_else(|e| e.into_inner()).now(&self.path);
         let built = build(&self.path).and_then(|guardrail| match guardrail {
             None if self.current().is_some() => Err(ReloadError::WouldRemove { path: self.path.clone() }),
             guardrail => Ok(guardrail),
@@ -181,18 +182,35 @@ impl Reloader {
         Ok(())
     }
 
+    /// The watched files as they are now, to tell whether they have
+    /// settled.
+    fn snapshot(&self) -> Watched {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner()).now(&self.path)
+    }
+
     /// Polls the files every `interval` on a thread of its own and reloads
-    /// when they change, logging the outcome. The thread ends when the
-    /// reloader is dropped.
+    /// when they change and have then settled (size, modification time and
+    /// inode the same at two polls in a row, so a file still being written
+    /// is not loaded half-way), logging the outcome. The thread ends when
+    /// the reloader is dropped.
     pub fn watch(self: Arc<Self>, interval: Duration) -> std::io::Result<JoinHandle<()>> {
         let weak = Arc::downgrade(&self);
         drop(self);
+        let mut settling: Option<Watched> = None;
         std::thread::Builder::new().name("guardhost-watch".into()).spawn(move || loop {
             std::thread::sleep(interval);
             let Some(reloader) = weak.upgrade() else { return };
             if !reloader.changed() {
+                settling = None;
                 continue;
             }
+            let now = reloader.snapshot();
+            if settling.as_ref() != Some(&now) {
+                // Changed since the last poll: look again at the next one.
+                settling = Some(now);
+                continue;
+            }
+            settling = None;
             match reloader.reload() {
                 Ok(()) => {
                     let provider = reloader.current().map(|g| g.info.name.clone());
