@@ -627,6 +627,45 @@ fn summarise_layout_errors(report: &str) -> String {
 mod tests {
     use super::summarise_layout_errors;
 
+    /// A 32-bit big-endian ELF file of `len` bytes with one `PT_LOAD`
+    /// segment of `filesz` bytes at offset 0x100.
+    #[cfg(all(unix, not(target_vendor = "apple")))]
+    fn elf32_be(len: usize, filesz: u32) -> Vec<u8> {
+        let mut bytes = vec![0u8; len.max(52 + 32)];
+        bytes[..6].copy_from_slice(b"\x7fELF\x01\x02");
+        bytes[28..32].copy_from_slice(&52u32.to_be_bytes()); // e_phoff
+        bytes[42..44].copy_from_slice(&32u16.to_be_bytes()); // e_phentsize
+        bytes[44..46].copy_from_slice(&1u16.to_be_bytes()); // e_phnum
+        bytes[52..56].copy_from_slice(&1u32.to_be_bytes()); // p_type = PT_LOAD
+        bytes[56..60].copy_from_slice(&0x100u32.to_be_bytes()); // p_offset
+        bytes[68..72].copy_from_slice(&filesz.to_be_bytes()); // p_filesz
+        bytes.truncate(len);
+        bytes
+    }
+
+    #[cfg(all(unix, not(target_vendor = "apple")))]
+    #[test]
+    fn the_whole_check_reads_32_bit_big_endian_files() {
+        use super::check_whole;
+        assert_eq!(check_whole(&elf32_be(0x180, 0x80)), Ok(()));
+        assert_eq!(
+            check_whole(&elf32_be(0x17f, 0x80)),
+            Err("loadable segment 0 (PT_LOAD, 128 bytes at offset 256) needs 384 bytes".into())
+        );
+        assert_eq!(
+            check_whole(&elf32_be(60, 0x80)),
+            Err("the program header table (1 entries at offset 52) needs 84 bytes".into())
+        );
+        assert_eq!(check_whole(&elf32_be(40, 0x80)), Err("the ELF header needs 52 bytes".into()));
+        let mut damaged = elf32_be(0x180, 0x80);
+        damaged[42] = 1;
+        assert!(check_whole(&damaged).unwrap_err().contains("the header is damaged"));
+        damaged[4] = 7;
+        assert!(check_whole(&damaged).unwrap_err().contains("ELF class byte is 7"));
+        // Not ELF at all: left to the OS loader, which names its reason.
+        assert_eq!(check_whole(b"this is not a shared object"), Ok(()));
+    }
+
     #[test]
     fn the_summary_keeps_errors_with_expected_and_found() {
         let report = "Compared <this>:\n  type:A\n\nError:mismatched type\nExpected:\n    ProviderFactory\nFound:\n    OldFactory\n";
