@@ -169,3 +169,60 @@ fn run_watch_keeps_the_old_guardrail_when_the_library_is_truncated_and_restored(
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The reason the current guardrail gives for `tool`, `None` when allowed.
+fn reason(reloader: &Reloader, tool: &str) -> Option<String> {
+    let guardrail = reloader.current().expect("a guardrail");
+    let call = guardhost::ToolCallRequest::new(tool, serde_json::Map::new()).with_id("c");
+    let verdict = guardrail.middleware.check(&call).unwrap();
+    (!verdict.allowed()).then(|| verdict.decision.reasons[0].message.to_string())
+}
+
+#[cfg(unix)]
+#[test]
+fn watch_follows_a_repointed_symlink_without_the_config_being_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(library("guardhost_allowlist")).unwrap();
+    std::fs::write(dir.path().join("v1.so"), &bytes).unwrap();
+    // v2 is the same allowlist, saying its denials in capitals (a same-length
+    // patch of the message in its read-only data).
+    let needle = b"' is denied";
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("the allowlist's message");
+    let mut v2 = bytes.clone();
+    v2[at..at + needle.len()].copy_from_slice(b"' IS DENIED");
+    std::fs::write(dir.path().join("v2.so"), &v2).unwrap();
+    let current = dir.path().join("current.so");
+    std::os::unix::fs::symlink("v1.so", &current).unwrap();
+    let yaml = "guardrails:\n  enabled: true\n  provider:\n    use: current.so:AllowlistProvider\n    config: {denied_tools: [bash]}\n";
+    let config = write(dir.path(), "config.yaml", yaml);
+
+    let reloader = std::sync::Arc::new(Reloader::open(&config).unwrap());
+    assert_eq!(reason(&reloader, "bash").as_deref(), Some("tool 'bash' is denied"));
+    let _watcher = std::sync::Arc::clone(&reloader).watch(Duration::from_millis(50)).unwrap();
+
+    // A rollout: repoint the link atomically (a new link renamed over it).
+    let repoint = |to: &str| {
+        let next = dir.path().join("next.so");
+        std::os::unix::fs::symlink(to, &next).unwrap();
+        std::fs::rename(&next, &current).unwrap();
+    };
+    let wait_for = |expected: &str, path: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while reason(&reloader, "bash").as_deref() != Some(expected) {
+            assert!(Instant::now() < deadline, "the repointed link was never followed to {path}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let guardhost::ProviderSource::Library { path: loaded, .. } =
+            &reloader.current().unwrap().info.source
+        else {
+            panic!("a library")
+        };
+        assert_eq!(loaded.file_name().unwrap(), path);
+    };
+    repoint("v2.so");
+    wait_for("tool 'bash' IS DENIED", "v2.so");
+    repoint("v1.so");
+    wait_for("tool 'bash' is denied", "v1.so");
+    assert_eq!(reason(&reloader, "ls"), None);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), yaml, "the config was never touched");
+}
