@@ -1,7 +1,8 @@
 //! Opening provider libraries and finding their descriptors.
 //!
 //! All of the host's `unsafe` lives here. The checks run in this order, and
-//! each failure has its own [`LoadErrorKind`]: the file exists; the OS loader
+//! each failure has its own [`LoadErrorKind`]: the file exists; its bytes
+//! hold every part their ELF headers declare (not truncated); the OS loader
 //! accepts it; the symbol exists; it starts with the descriptor magic; its
 //! ABI major matches; it was built with `panic = "unwind"`; `abi_stable`
 //! accepts its factory's type layout. Only then is the factory touched.
@@ -236,8 +237,12 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
     // the OS loader maps a cut-short file without complaint, and the first
     // touch of a page past its end kills the process with SIGBUS.
     if let Some(mapped) = bytes.as_deref().or(path_bytes.as_deref()) {
-        check_whole(mapped)
-            .map_err(|detail| fail(LoadErrorKind::Truncated { detail, size: mapped.len() as u64 }))?;
+        check_whole(mapped).map_err(|problem| {
+            fail(match problem {
+                NotWhole::Short(detail) => LoadErrorKind::Truncated { detail, size: mapped.len() as u64 },
+                NotWhole::Damaged(reason) => LoadErrorKind::NotLoadable { reason },
+            })
+        })?;
     }
     drop(path_bytes);
     let key = (origin.clone(), symbol.to_owned());
@@ -254,33 +259,46 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
     Ok(Loaded { path: canonical, descriptor, sha256 })
 }
 
+/// Why bytes cannot be mapped as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotWhole {
+    /// Shorter than a part they declare: which part, and the size it needs.
+    Short(String),
+    /// A header field no ELF file has.
+    Damaged(String),
+}
+
 /// Checks that an ELF file's bytes hold its own headers and every loadable
 /// segment (`PT_LOAD`: `p_offset + p_filesz` within the file); the error
 /// says what is missing and how many bytes it needs. Bytes that do not start
 /// with the ELF magic are left to the OS loader, which names its reason.
 /// Parsed by hand from the bytes: 32- or 64-bit, either byte order.
 #[cfg(all(unix, not(target_vendor = "apple")))]
-pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), NotWhole> {
     const EI_NIDENT: usize = 16;
     if !bytes.starts_with(b"\x7fELF") {
         return Ok(());
     }
     let Some(ident) = bytes.get(..EI_NIDENT) else {
-        return Err(format!("the ELF identification needs {EI_NIDENT} bytes"));
+        return Err(NotWhole::Short(format!("the ELF identification needs {EI_NIDENT} bytes")));
     };
     let wide = match ident[4] {
         1 => false,
         2 => true,
         class => {
-            return Err(format!(
+            return Err(NotWhole::Damaged(format!(
                 "the ELF class byte is {class}, neither 1 (32-bit) nor 2 (64-bit), so the header is damaged"
-            ))
+            )))
         }
     };
     let big = match ident[5] {
         1 => false,
         2 => true,
-        data => return Err(format!("the ELF data byte is {data}, neither 1 (little-endian) nor 2 (big-endian), so the header is damaged")),
+        data => {
+            return Err(NotWhole::Damaged(format!(
+                "the ELF data byte is {data}, neither 1 (little-endian) nor 2 (big-endian), so the header is damaged"
+            )))
+        }
     };
     // A field of `len` bytes at `at`, in the file's byte order; `None` past
     // the end of the bytes.
@@ -296,7 +314,7 @@ pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), String> {
     };
     let word = if wide { 8 } else { 4 };
     let header_size: u64 = if wide { 64 } else { 52 };
-    let needs = |what: &str, end: u64| format!("{what} needs {end} bytes");
+    let needs = |what: &str, end: u64| NotWhole::Short(format!("{what} needs {end} bytes"));
     if (bytes.len() as u64) < header_size {
         return Err(needs("the ELF header", header_size));
     }
@@ -312,9 +330,9 @@ pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), String> {
         return Ok(()); // no program headers: nothing to map; the OS loader refuses it
     }
     if phentsize != entry_size {
-        return Err(format!(
+        return Err(NotWhole::Damaged(format!(
             "its ELF header says program headers are {phentsize} bytes each, not {entry_size}, so the header is damaged"
-        ));
+        )));
     }
     // phnum <= 0xffff and entry_size <= 56: only the sum can overflow.
     let table_end = phoff.saturating_add(phnum * entry_size);
@@ -346,7 +364,7 @@ pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), String> {
 
 /// Not ELF here (Mach-O, PE): not checked.
 #[cfg(not(all(unix, not(target_vendor = "apple"))))]
-pub(crate) fn check_whole(_bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn check_whole(_bytes: &[u8]) -> Result<(), NotWhole> {
     Ok(())
 }
 
@@ -646,22 +664,25 @@ mod tests {
     #[cfg(all(unix, not(target_vendor = "apple")))]
     #[test]
     fn the_whole_check_reads_32_bit_big_endian_files() {
-        use super::check_whole;
+        use super::{check_whole, NotWhole};
+        let short = |s: &str| Err(NotWhole::Short(s.into()));
         assert_eq!(check_whole(&elf32_be(0x180, 0x80)), Ok(()));
         assert_eq!(
             check_whole(&elf32_be(0x17f, 0x80)),
-            Err("loadable segment 0 (PT_LOAD, 128 bytes at offset 256) needs 384 bytes".into())
+            short("loadable segment 0 (PT_LOAD, 128 bytes at offset 256) needs 384 bytes")
         );
         assert_eq!(
             check_whole(&elf32_be(60, 0x80)),
-            Err("the program header table (1 entries at offset 52) needs 84 bytes".into())
+            short("the program header table (1 entries at offset 52) needs 84 bytes")
         );
-        assert_eq!(check_whole(&elf32_be(40, 0x80)), Err("the ELF header needs 52 bytes".into()));
+        assert_eq!(check_whole(&elf32_be(40, 0x80)), short("the ELF header needs 52 bytes"));
         let mut damaged = elf32_be(0x180, 0x80);
         damaged[42] = 1;
-        assert!(check_whole(&damaged).unwrap_err().contains("the header is damaged"));
+        let Err(NotWhole::Damaged(reason)) = check_whole(&damaged) else { panic!("damaged") };
+        assert!(reason.contains("program headers are 288 bytes each"), "{reason}");
         damaged[4] = 7;
-        assert!(check_whole(&damaged).unwrap_err().contains("ELF class byte is 7"));
+        let Err(NotWhole::Damaged(reason)) = check_whole(&damaged) else { panic!("damaged") };
+        assert!(reason.contains("ELF class byte is 7"), "{reason}");
         // Not ELF at all: left to the OS loader, which names its reason.
         assert_eq!(check_whole(b"this is not a shared object"), Ok(()));
     }
