@@ -1,7 +1,8 @@
 //! Opening provider libraries and finding their descriptors.
 //!
 //! All of the host's `unsafe` lives here. The checks run in this order, and
-//! each failure has its own [`LoadErrorKind`]: the file exists; the OS loader
+//! each failure has its own [`LoadErrorKind`]: the file exists; its bytes
+//! hold every part their ELF headers declare (not truncated); the OS loader
 //! accepts it; the symbol exists; it starts with the descriptor magic; its
 //! ABI major matches; it was built with `panic = "unwind"`; `abi_stable`
 //! accepts its factory's type layout. Only then is the factory touched.
@@ -102,6 +103,16 @@ pub enum LoadErrorKind {
         path: PathBuf,
         /// Its owner's user id.
         owner: u32,
+    },
+    /// The file is shorter than its own ELF headers say: it was cut short,
+    /// or is still being written. Mapping it would kill the process with
+    /// SIGBUS, so it is not opened.
+    #[error("the library is truncated or still being written ({detail}, but the file has {size} bytes); nothing was loaded. Wait until it is written completely (or copy it aside and rename it into place)")]
+    Truncated {
+        /// Which part of the file is missing, and the size it needs.
+        detail: String,
+        /// The file's size as read.
+        size: u64,
     },
     /// `abi_stable` rejected the factory's layout.
     #[error("the provider's types do not match this host's ABI layout (built against a different guardhost-abi?): {summary}")]
@@ -212,11 +223,28 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
         (Origin::Path(canonical.clone()), None)
     };
     // The digest identifies the library in audit events and `check`; a
-    // library mapped from its path is read once more for it.
+    // library mapped from its path is read once more for it, and those bytes
+    // are the ones checked below.
+    let path_bytes = match &origin {
+        Origin::Path(path) => std::fs::read(path).ok(),
+        Origin::Digest(_) => None,
+    };
     let sha256 = match &origin {
         Origin::Digest(digest) => Some(digest.clone()),
-        Origin::Path(path) => std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes)),
+        Origin::Path(_) => path_bytes.as_deref().map(sha256_hex),
     };
+    // The bytes about to be mapped must hold every segment they declare:
+    // the OS loader maps a cut-short file without complaint, and the first
+    // touch of a page past its end kills the process with SIGBUS.
+    if let Some(mapped) = bytes.as_deref().or(path_bytes.as_deref()) {
+        check_whole(mapped).map_err(|problem| {
+            fail(match problem {
+                NotWhole::Short(detail) => LoadErrorKind::Truncated { detail, size: mapped.len() as u64 },
+                NotWhole::Damaged(reason) => LoadErrorKind::NotLoadable { reason },
+            })
+        })?;
+    }
+    drop(path_bytes);
     let key = (origin.clone(), symbol.to_owned());
     if let Some(descriptor) = validated().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(Loaded { path: canonical, descriptor, sha256 });
@@ -229,6 +257,115 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
     let descriptor = find_descriptor(library, symbol).map_err(fail)?;
     validated().lock().unwrap_or_else(|e| e.into_inner()).insert(key, descriptor);
     Ok(Loaded { path: canonical, descriptor, sha256 })
+}
+
+/// Why bytes cannot be mapped as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotWhole {
+    /// Shorter than a part they declare: which part, and the size it needs.
+    Short(String),
+    /// A header field no ELF file has.
+    Damaged(String),
+}
+
+/// Checks that an ELF file's bytes hold its own headers and every loadable
+/// segment (`PT_LOAD`: `p_offset + p_filesz` within the file); the error
+/// says what is missing and how many bytes it needs. Bytes that do not start
+/// with the ELF magic are left to the OS loader, which names its reason.
+/// Parsed by hand from the bytes: 32- or 64-bit, either byte order.
+#[cfg(all(unix, not(target_vendor = "apple")))]
+pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), NotWhole> {
+    const EI_NIDENT: usize = 16;
+    if !bytes.starts_with(b"\x7fELF") {
+        return Ok(());
+    }
+    let Some(ident) = bytes.get(..EI_NIDENT) else {
+        return Err(NotWhole::Short(format!("the ELF identification needs {EI_NIDENT} bytes")));
+    };
+    let wide = match ident[4] {
+        1 => false,
+        2 => true,
+        class => {
+            return Err(NotWhole::Damaged(format!(
+                "the ELF class byte is {class}, neither 1 (32-bit) nor 2 (64-bit), so the header is damaged"
+            )))
+        }
+    };
+    let big = match ident[5] {
+        1 => false,
+        2 => true,
+        data => {
+            return Err(NotWhole::Damaged(format!(
+                "the ELF data byte is {data}, neither 1 (little-endian) nor 2 (big-endian), so the header is damaged"
+            )))
+        }
+    };
+    // A field of `len` bytes at `at`, in the file's byte order; `None` past
+    // the end of the bytes.
+    let field = |at: u64, len: usize| -> Option<u64> {
+        let start = usize::try_from(at).ok()?;
+        let raw = bytes.get(start..start.checked_add(len)?)?;
+        let mut value = 0u64;
+        for i in 0..len {
+            let byte = if big { raw[i] } else { raw[len - 1 - i] };
+            value = value << 8 | u64::from(byte);
+        }
+        Some(value)
+    };
+    let word = if wide { 8 } else { 4 };
+    let header_size: u64 = if wide { 64 } else { 52 };
+    let needs = |what: &str, end: u64| NotWhole::Short(format!("{what} needs {end} bytes"));
+    if (bytes.len() as u64) < header_size {
+        return Err(needs("the ELF header", header_size));
+    }
+    // e_phoff follows e_ident, e_type, e_machine, e_version and e_entry.
+    let phoff_at = 24 + word as u64;
+    let phoff = field(phoff_at, word).unwrap_or_default();
+    // e_phentsize and e_phnum follow e_phoff, e_shoff, e_flags and e_ehsize.
+    let phentsize_at = phoff_at + 2 * word as u64 + 4 + 2;
+    let phentsize = field(phentsize_at, 2).unwrap_or_default();
+    let phnum = field(phentsize_at + 2, 2).unwrap_or_default();
+    let entry_size: u64 = if wide { 56 } else { 32 };
+    if phnum == 0 {
+        return Ok(()); // no program headers: nothing to map; the OS loader refuses it
+    }
+    if phentsize != entry_size {
+        return Err(NotWhole::Damaged(format!(
+            "its ELF header says program headers are {phentsize} bytes each, not {entry_size}, so the header is damaged"
+        )));
+    }
+    // phnum <= 0xffff and entry_size <= 56: only the sum can overflow.
+    let table_end = phoff.saturating_add(phnum * entry_size);
+    if table_end > bytes.len() as u64 {
+        return Err(needs(
+            &format!("the program header table ({phnum} entries at offset {phoff})"),
+            table_end,
+        ));
+    }
+    const PT_LOAD: u64 = 1;
+    for index in 0..phnum {
+        let entry = phoff + index * entry_size;
+        let (offset_at, filesz_at) = if wide { (entry + 8, entry + 32) } else { (entry + 4, entry + 16) };
+        if field(entry, 4) != Some(PT_LOAD) {
+            continue;
+        }
+        let offset = field(offset_at, word).unwrap_or_default();
+        let filesz = field(filesz_at, word).unwrap_or_default();
+        let end = offset.saturating_add(filesz);
+        if end > bytes.len() as u64 {
+            return Err(needs(
+                &format!("loadable segment {index} (PT_LOAD, {filesz} bytes at offset {offset})"),
+                end,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Not ELF here (Mach-O, PE): not checked.
+#[cfg(not(all(unix, not(target_vendor = "apple"))))]
+pub(crate) fn check_whole(_bytes: &[u8]) -> Result<(), NotWhole> {
+    Ok(())
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -507,6 +644,48 @@ fn summarise_layout_errors(report: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::summarise_layout_errors;
+
+    /// A 32-bit big-endian ELF file of `len` bytes with one `PT_LOAD`
+    /// segment of `filesz` bytes at offset 0x100.
+    #[cfg(all(unix, not(target_vendor = "apple")))]
+    fn elf32_be(len: usize, filesz: u32) -> Vec<u8> {
+        let mut bytes = vec![0u8; len.max(52 + 32)];
+        bytes[..6].copy_from_slice(b"\x7fELF\x01\x02");
+        bytes[28..32].copy_from_slice(&52u32.to_be_bytes()); // e_phoff
+        bytes[42..44].copy_from_slice(&32u16.to_be_bytes()); // e_phentsize
+        bytes[44..46].copy_from_slice(&1u16.to_be_bytes()); // e_phnum
+        bytes[52..56].copy_from_slice(&1u32.to_be_bytes()); // p_type = PT_LOAD
+        bytes[56..60].copy_from_slice(&0x100u32.to_be_bytes()); // p_offset
+        bytes[68..72].copy_from_slice(&filesz.to_be_bytes()); // p_filesz
+        bytes.truncate(len);
+        bytes
+    }
+
+    #[cfg(all(unix, not(target_vendor = "apple")))]
+    #[test]
+    fn the_whole_check_reads_32_bit_big_endian_files() {
+        use super::{check_whole, NotWhole};
+        let short = |s: &str| Err(NotWhole::Short(s.into()));
+        assert_eq!(check_whole(&elf32_be(0x180, 0x80)), Ok(()));
+        assert_eq!(
+            check_whole(&elf32_be(0x17f, 0x80)),
+            short("loadable segment 0 (PT_LOAD, 128 bytes at offset 256) needs 384 bytes")
+        );
+        assert_eq!(
+            check_whole(&elf32_be(60, 0x80)),
+            short("the program header table (1 entries at offset 52) needs 84 bytes")
+        );
+        assert_eq!(check_whole(&elf32_be(40, 0x80)), short("the ELF header needs 52 bytes"));
+        let mut damaged = elf32_be(0x180, 0x80);
+        damaged[42] = 1;
+        let Err(NotWhole::Damaged(reason)) = check_whole(&damaged) else { panic!("damaged") };
+        assert!(reason.contains("program headers are 288 bytes each"), "{reason}");
+        damaged[4] = 7;
+        let Err(NotWhole::Damaged(reason)) = check_whole(&damaged) else { panic!("damaged") };
+        assert!(reason.contains("ELF class byte is 7"), "{reason}");
+        // Not ELF at all: left to the OS loader, which names its reason.
+        assert_eq!(check_whole(b"this is not a shared object"), Ok(()));
+    }
 
     #[test]
     fn the_summary_keeps_errors_with_expected_and_found() {

@@ -37,6 +37,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::{ConfigError, LoadedConfig};
 use crate::instantiate::{BuildError, ProviderSource};
+use crate::resolve::{library_candidates, parse_use, UseTarget};
 use crate::setup::{install_with, Guardrail};
 
 /// Why a reload did not happen.
@@ -74,25 +75,60 @@ impl Stamp {
     }
 }
 
+/// What identifies the library path as written in `use:` (before symbolic
+/// links are followed): the entry itself (not its target), where a link
+/// points, and the file it all resolves to. Repointing `current.so` from
+/// `v1.so` to `v2.so` changes the last two, though neither file changes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Written {
+    entry: Option<(u64, Option<SystemTime>, u64)>,
+    link: Option<PathBuf>,
+    resolved: Option<PathBuf>,
+}
+
+impl Written {
+    fn of(path: &Path) -> Written {
+        let entry = std::fs::symlink_metadata(path).ok().map(|meta| {
+            #[cfg(unix)]
+            let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+            #[cfg(not(unix))]
+            let inode = 0;
+            (meta.len(), meta.modified().ok(), inode)
+        });
+        Written { entry, link: std::fs::read_link(path).ok(), resolved: path.canonicalize().ok() }
+    }
+}
+
 /// The files a guardrail was built from, as they were then.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Watched {
     config: Stamp,
+    /// The library loaded (canonical path).
     library: Option<(PathBuf, Stamp)>,
+    /// The library's path as `use:` names it.
+    written: Option<(PathBuf, Written)>,
 }
 
 impl Watched {
-    fn of(config: &Path, guardrail: Option<&Guardrail>) -> Watched {
+    fn of(config: &Path, guardrail: Option<&Guardrail>, written: Option<&Path>) -> Watched {
         let library = guardrail.and_then(|g| match &g.info.source {
             ProviderSource::Library { path, .. } => Some((path.clone(), Stamp::of(path))),
             ProviderSource::Builtin { .. } => None,
         });
-        Watched { config: Stamp::of(config), library }
+        let written =
+            written.filter(|_| library.is_some()).map(|path| (path.to_path_buf(), Written::of(path)));
+        Watched { config: Stamp::of(config), library, written }
     }
 
     fn changed(&self, config: &Path) -> bool {
-        self.config != Stamp::of(config)
-            || self.library.as_ref().is_some_and(|(path, stamp)| *stamp != Stamp::of(path))
+        *self != self.now(config)
+    }
+
+    /// The same files as they are now.
+    fn now(&self, config: &Path) -> Watched {
+        let library = self.library.as_ref().map(|(path, _)| (path.clone(), Stamp::of(path)));
+        let written = self.written.as_ref().map(|(path, _)| (path.clone(), Written::of(path)));
+        Watched { config: Stamp::of(config), library, written }
     }
 }
 
@@ -114,17 +150,27 @@ impl std::fmt::Debug for Reloader {
     }
 }
 
-fn build(path: &Path) -> Result<Option<Arc<Guardrail>>, ReloadError> {
+/// Builds the guardrail of the config file at `path`, with the library path
+/// its `use:` names (the first candidate that exists, symbolic links not
+/// followed), if any.
+fn build(path: &Path) -> Result<(Option<Arc<Guardrail>>, Option<PathBuf>), ReloadError> {
     let config = LoadedConfig::from_path(path)?;
-    Ok(install_with(&config, true)?.map(Arc::new))
+    let guardrail = install_with(&config, true)?.map(Arc::new);
+    let written = config.guardrails.provider.as_ref().and_then(|spec| match parse_use(&spec.use_) {
+        Ok(UseTarget::Library { path, .. }) => {
+            library_candidates(&path, &config.base_dir).into_iter().find(|p| p.exists())
+        }
+        _ => None,
+    });
+    Ok((guardrail, written))
 }
 
 impl Reloader {
     /// Builds the guardrail of the config file at `path`; an error here
     /// means there is nothing to serve with.
     pub fn open(path: &Path) -> Result<Reloader, ReloadError> {
-        let guardrail = build(path)?;
-        let watched = Watched::of(path, guardrail.as_deref());
+        let (guardrail, written) = build(path)?;
+        let watched = Watched::of(path, guardrail.as_deref(), written.as_deref());
         Ok(Reloader {
             path: path.to_path_buf(),
             current: RwLock::new(guardrail),
@@ -150,16 +196,14 @@ impl Reloader {
     /// build, so an edit made during it is seen by the next check.
     pub fn reload(&self) -> Result<(), ReloadError> {
         let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
-        let before = {
-            let watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-            let library = watched.library.as_ref().map(|(path, _)| (path.clone(), Stamp::of(path)));
-            Watched { config: Stamp::of(&self.path), library }
-        };
-        let built = build(&self.path).and_then(|guardrail| match guardrail {
-            None if self.current().is_some() => Err(ReloadError::WouldRemove { path: self.path.clone() }),
-            guardrail => Ok(guardrail),
+        let before = self.watched.lock().unwrap_or_else(|e| e.into_inner()).now(&self.path);
+        let built = build(&self.path).and_then(|built| match built {
+            (None, _) if self.current().is_some() => {
+                Err(ReloadError::WouldRemove { path: self.path.clone() })
+            }
+            built => Ok(built),
         });
-        let guardrail = match built {
+        let (guardrail, written) = match built {
             Ok(guardrail) => guardrail,
             Err(error) => {
                 // This version is not retried until a file changes again.
@@ -167,10 +211,16 @@ impl Reloader {
                 return Err(error);
             }
         };
-        let mut watched = Watched::of(&self.path, guardrail.as_deref());
+        let mut watched = Watched::of(&self.path, guardrail.as_deref(), written.as_deref());
         // Stamps from before the build: a change during it is not lost.
         watched.config = before.config;
         if let (Some((path, stamp)), Some((old_path, old_stamp))) = (watched.library.as_mut(), before.library)
+        {
+            if *path == old_path {
+                *stamp = old_stamp;
+            }
+        }
+        if let (Some((path, stamp)), Some((old_path, old_stamp))) = (watched.written.as_mut(), before.written)
         {
             if *path == old_path {
                 *stamp = old_stamp;
@@ -181,18 +231,35 @@ impl Reloader {
         Ok(())
     }
 
+    /// The watched files as they are now, to tell whether they have
+    /// settled.
+    fn snapshot(&self) -> Watched {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner()).now(&self.path)
+    }
+
     /// Polls the files every `interval` on a thread of its own and reloads
-    /// when they change, logging the outcome. The thread ends when the
-    /// reloader is dropped.
+    /// when they change and have then settled (size, modification time and
+    /// inode the same at two polls in a row, so a file still being written
+    /// is not loaded half-way), logging the outcome. The thread ends when
+    /// the reloader is dropped.
     pub fn watch(self: Arc<Self>, interval: Duration) -> std::io::Result<JoinHandle<()>> {
         let weak = Arc::downgrade(&self);
         drop(self);
+        let mut settling: Option<Watched> = None;
         std::thread::Builder::new().name("guardhost-watch".into()).spawn(move || loop {
             std::thread::sleep(interval);
             let Some(reloader) = weak.upgrade() else { return };
             if !reloader.changed() {
+                settling = None;
                 continue;
             }
+            let now = reloader.snapshot();
+            if settling.as_ref() != Some(&now) {
+                // Changed since the last poll: look again at the next one.
+                settling = Some(now);
+                continue;
+            }
+            settling = None;
             match reloader.reload() {
                 Ok(()) => {
                     let provider = reloader.current().map(|g| g.info.name.clone());
