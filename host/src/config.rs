@@ -249,12 +249,10 @@ impl LoadedConfig {
         resolve_env(&mut section, "guardrails", &lookup)
             .map_err(|(key, var)| ConfigError::MissingEnvVar { origin: name.clone(), key, var })?;
         lax_booleans(&mut section, &name);
-        let mut guardrails: GuardrailsConfig = serde_path_to_error::deserialize(section).map_err(|e| {
-            let path = e.path().to_string();
-            let message =
-                if path == "." { e.inner().to_string() } else { format!("`{path}`: {}", e.inner()) };
-            ConfigError::Section { origin: name.clone(), message }
-        })?;
+        // The message names the key and the expected type, never the value
+        // (which may be a secret from the environment).
+        let mut guardrails: GuardrailsConfig = guardhost_abi::deserialize_config(section)
+            .map_err(|message| ConfigError::Section { origin: name.clone(), message })?;
         if let Some(passport) = guardrails.passport.as_mut() {
             *passport = passport_from(passport, &base_dir);
         }
