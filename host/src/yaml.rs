@@ -36,14 +36,7 @@ pub const MAX_NODES: usize = 100_000;
 /// (an "alias bomb" stops at the budget instead of being built).
 pub(crate) fn parse(text: &str) -> Result<Value, YamlError> {
     if text.len() > MAX_BYTES {
-        return Err(YamlError {
-            message: format!(
-                "the config is {} bytes, over the limit of {MAX_BYTES} bytes (1 MiB); \
-                 a guardrails config is a few kilobytes: move large data (policies, lists) \
-                 into files the provider reads",
-                text.len()
-            ),
-        });
+        return Err(too_large(Some(text.len())));
     }
     if let Some(line) = flow_too_deep(text) {
         return Err(depth_error(&format!("line {line}")));
@@ -55,6 +48,18 @@ pub(crate) fn parse(text: &str) -> Result<Value, YamlError> {
         (_, Some(failure)) => Err(failure),
         (Ok(value), None) => Ok(value),
         (Err(e), None) => Err(YamlError { message: format!("invalid YAML: {e}") }),
+    }
+}
+
+/// The error for a text over [`MAX_BYTES`] (of `len` bytes, when known).
+pub(crate) fn too_large(len: Option<usize>) -> YamlError {
+    let size = len.map_or("over 1 MiB".to_owned(), |len| format!("{len} bytes"));
+    YamlError {
+        message: format!(
+            "the config is {size}, over the limit of {MAX_BYTES} bytes (1 MiB); a guardrails \
+             config is a few kilobytes: move large data (policies, lists) into files the \
+             provider reads"
+        ),
     }
 }
 
