@@ -236,3 +236,29 @@ fn a_huge_file_is_refused_without_being_read_whole() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("over the limit of 1048576 bytes"), "{}", text(&out));
 }
+
+#[test]
+fn a_reload_error_names_the_key_never_the_value() {
+    // Only this test reads the variable.
+    std::env::set_var("GH_TEST_SECRET_RELOAD", SENTINEL);
+    let dir = tempfile::tempdir().unwrap();
+    let good = "  provider:\n    use: builtin:AllowlistProvider\n    config:\n      denied_tools: [bash]\n";
+    let path = config(dir.path(), "config.yaml", good);
+    let reloader = guardhost::Reloader::open(&path).unwrap();
+    for bad in [
+        "  provider:\n    use: builtin:AllowlistProvider\n    config:\n      denied_tools: $GH_TEST_SECRET_RELOAD\n",
+        "  provider:\n    use: builtin:AllowlistProvider\n    timeout_ms: $GH_TEST_SECRET_RELOAD\n",
+    ] {
+        config(dir.path(), "config.yaml", bad);
+        let err = reloader.reload().unwrap_err().to_string();
+        assert!(!err.contains(SENTINEL), "{err}");
+        assert!(err.contains("invalid type: a string"), "{err}");
+        assert!(reloader.current().is_some(), "the old guardrail keeps answering");
+    }
+    for (name, yaml, expected) in hostile_files() {
+        std::fs::write(&path, yaml).unwrap();
+        let err = reloader.reload().unwrap_err().to_string();
+        assert!(err.contains(expected), "{name}: {err}");
+        assert!(reloader.current().is_some());
+    }
+}

@@ -93,3 +93,31 @@ fn accepted_keys_come_from_the_config_type() {
     assert!(!AllowlistProvider.factory.accepts_extra_keys());
     assert_eq!(AllowlistProvider.factory.name().as_str(), "allowlist");
 }
+
+#[test]
+fn config_errors_name_the_key_never_the_value() {
+    let secret = "GH_SENTINEL_S3cr3t";
+    let cases = [
+        (
+            serde_json::json!({"denied_tools": secret}),
+            "`denied_tools`: invalid type: a string, expected a sequence",
+        ),
+        (
+            serde_json::json!({"allowed_tools": ["ls", 7]}),
+            "`allowed_tools[1]`: invalid type: a number, expected a string",
+        ),
+        (
+            serde_json::json!({"allowed_tools": [{"k": secret}]}),
+            "`allowed_tools[0]`: invalid type: a map, expected a string",
+        ),
+        (
+            serde_json::json!({"denied_tool": [secret]}),
+            "unknown field `denied_tool`, expected `allowed_tools` or `denied_tools`",
+        ),
+    ];
+    for (config, expected) in cases {
+        let err = guardhost_abi::deserialize_config::<AllowlistConfig>(config.clone()).unwrap_err();
+        assert!(err.contains(expected), "{config}: {err}");
+        assert!(!err.contains("S3cr3t"), "{config}: {err}");
+    }
+}
