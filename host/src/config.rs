@@ -205,8 +205,7 @@ impl LoadedConfig {
     /// `guardrails:` section is used, everything else ignored) or a file whose
     /// top level is the section itself.
     pub fn from_path(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let text = read_bounded(path)?;
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let base_dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
         Self::from_yaml(&text, base_dir, ConfigOrigin::File(path.into()), env_lookup)
@@ -249,12 +248,10 @@ impl LoadedConfig {
         resolve_env(&mut section, "guardrails", &lookup)
             .map_err(|(key, var)| ConfigError::MissingEnvVar { origin: name.clone(), key, var })?;
         lax_booleans(&mut section, &name);
-        let mut guardrails: GuardrailsConfig = serde_path_to_error::deserialize(section).map_err(|e| {
-            let path = e.path().to_string();
-            let message =
-                if path == "." { e.inner().to_string() } else { format!("`{path}`: {}", e.inner()) };
-            ConfigError::Section { origin: name.clone(), message }
-        })?;
+        // The message names the key and the expected type, never the value
+        // (which may be a secret from the environment).
+        let mut guardrails: GuardrailsConfig = guardhost_abi::deserialize_config(section)
+            .map_err(|message| ConfigError::Section { origin: name.clone(), message })?;
         if let Some(passport) = guardrails.passport.as_mut() {
             *passport = passport_from(passport, &base_dir);
         }
@@ -285,9 +282,24 @@ pub fn provider_config_from_yaml(text: &str, origin: &str) -> Result<Map<String,
 /// Reads a provider's config on its own from a YAML or JSON file; see
 /// [`provider_config_from_yaml`].
 pub fn provider_config_from_path(path: &Path) -> Result<Map<String, Value>, ConfigError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+    let text = read_bounded(path)?;
     provider_config_from_yaml(&text, &path.display().to_string())
+}
+
+/// Reads a config file, never more than [`yaml::MAX_BYTES`] and one byte of
+/// it: a huge file (or `/dev/zero`) is refused without being read whole.
+fn read_bounded(path: &Path) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let read_error = |source| ConfigError::Read { path: path.into(), source };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(yaml::MAX_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(read_error)?;
+    if bytes.len() > yaml::MAX_BYTES {
+        return Err(ConfigError::Yaml { origin: path.display().to_string(), source: yaml::too_large(None) });
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        read_error(std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
+    })
 }
 
 /// Resolves `$ENV_VAR` strings anywhere in a provider config given on its

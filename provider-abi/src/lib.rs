@@ -102,7 +102,7 @@ pub use descriptor::{
 pub use error::{ErrorKind, ProviderError};
 pub use keys::config_keys;
 pub use object::{EvalResult, ProviderBox, ProviderObject, ProviderObject_TO};
-pub use provider::Provider;
+pub use provider::{deserialize_config, Provider};
 pub use types::{Decision, Reason, Request};
 
 /// Re-exports for the export macro and for hosts; not part of the author API.

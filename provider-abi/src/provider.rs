@@ -183,11 +183,17 @@ impl<P: Provider> ProviderObject for Exported<P> {
 /// Constructs `P` from config JSON text, with panics caught.
 extern "C" fn construct_shim<P: Provider>(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError> {
     guard("constructor", || {
-        let config: serde_json::Value = serde_json::from_str(config_json.as_str())
-            .map_err(|e| ProviderError::error(format!("config is not valid JSON: {e}")))?;
+        // Never serde_json's message for the text: it would quote the value.
+        let config: serde_json::Value = serde_json::from_str(config_json.as_str()).map_err(|e| {
+            ProviderError::error(format!(
+                "config is not valid JSON (line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
         // The host names the provider when it reports this.
-        let config: P::Config = serde_json::from_value(config)
-            .map_err(|e| ProviderError::error(format!("invalid config: {e}")))?;
+        let config: P::Config =
+            deserialize_config(config).map_err(|e| ProviderError::error(format!("invalid config: {e}")))?;
         let provider = P::new(config)?;
         Ok(ProviderObject_TO::from_value(Exported(Some(provider)), TD_Opaque))
     })
@@ -262,4 +268,205 @@ macro_rules! export_provider {
         pub static $symbol: $crate::ProviderDescriptor =
             $crate::ProviderDescriptor::new::<$provider>(cfg!(panic = "unwind"));
     };
+}
+
+/// Deserializes a config value into `T` with an error that names the key
+/// path and the expected type but never the value: a config value may be a
+/// secret from the environment (`api_key: $API_KEY`), and an error is shown
+/// on stderr, in logs and in reports. The message reads
+/// `` `denied_tools`: invalid type: a string, expected a sequence `` or
+/// `` `mode`: unknown variant (a string of 12 characters), expected one of
+/// `enforce`, `warn` ``.
+///
+/// Messages that `T`'s own code builds (`serde::de::Error::custom`, e.g. in a
+/// `deserialize_with` function) pass through as written: such code must not
+/// quote the value either.
+pub fn deserialize_config<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(redact::Unquoted(value)).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().0;
+        if path == "." {
+            message
+        } else {
+            format!("`{path}`: {message}")
+        }
+    })
+}
+
+/// A [`serde_json::Value`] deserializer whose errors describe a value by its
+/// kind, never by its text.
+mod redact {
+    use std::fmt;
+
+    use serde::de::value::{MapDeserializer, SeqDeserializer};
+    use serde::de::{self, Deserializer, Expected, IntoDeserializer, Unexpected, Visitor};
+    use serde_json::Value;
+
+    /// A deserialization error without any configured value in it.
+    #[derive(Debug)]
+    pub(super) struct Redacted(pub(super) String);
+
+    impl fmt::Display for Redacted {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Redacted {}
+
+    /// What a value is, without what it says.
+    fn kind(unexpected: &Unexpected<'_>) -> String {
+        match unexpected {
+            Unexpected::Bool(_) => "a boolean".into(),
+            Unexpected::Unsigned(_) | Unexpected::Signed(_) | Unexpected::Float(_) => "a number".into(),
+            Unexpected::Char(_) => "a character".into(),
+            Unexpected::Str(s) => format!("a string of {} characters", s.chars().count()),
+            Unexpected::Bytes(b) => format!("{} bytes", b.len()),
+            Unexpected::Unit => "null".into(),
+            Unexpected::Option => "an optional value".into(),
+            Unexpected::NewtypeStruct => "a newtype struct".into(),
+            Unexpected::Seq => "a sequence".into(),
+            Unexpected::Map => "a map".into(),
+            Unexpected::Enum => "an enum".into(),
+            Unexpected::UnitVariant => "a unit variant".into(),
+            Unexpected::NewtypeVariant => "a newtype variant".into(),
+            Unexpected::TupleVariant => "a tuple variant".into(),
+            Unexpected::StructVariant => "a struct variant".into(),
+            Unexpected::Other(other) => (*other).into(),
+        }
+    }
+
+    /// serde's `one of `a`, `b``: names the code knows, never values.
+    fn one_of(names: &'static [&'static str]) -> String {
+        match names {
+            [] => "there are no variants".into(),
+            [one] => format!("`{one}`"),
+            [a, b] => format!("`{a}` or `{b}`"),
+            many => {
+                format!("one of {}", many.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+            }
+        }
+    }
+
+    impl de::Error for Redacted {
+        fn custom<T: fmt::Display>(msg: T) -> Self {
+            Redacted(msg.to_string())
+        }
+
+        fn invalid_type(unexpected: Unexpected<'_>, expected: &dyn Expected) -> Self {
+            let found = match unexpected {
+                // The length of a wrongly typed string says nothing useful.
+                Unexpected::Str(_) => "a string".into(),
+                other => kind(&other),
+            };
+            Redacted(format!("invalid type: {found}, expected {expected}"))
+        }
+
+        fn invalid_value(unexpected: Unexpected<'_>, expected: &dyn Expected) -> Self {
+            Redacted(format!("invalid value: {}, expected {expected}", kind(&unexpected)))
+        }
+
+        fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
+            Redacted(format!(
+                "unknown variant (a string of {} characters), expected {}",
+                variant.chars().count(),
+                one_of(expected)
+            ))
+        }
+    }
+
+    /// A value deserialized with [`Redacted`] errors.
+    pub(super) struct Unquoted(pub(super) Value);
+
+    impl<'de> IntoDeserializer<'de, Redacted> for Unquoted {
+        type Deserializer = Self;
+
+        fn into_deserializer(self) -> Self {
+            self
+        }
+    }
+
+    impl<'de> Deserializer<'de> for Unquoted {
+        type Error = Redacted;
+
+        fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Redacted> {
+            match self.0 {
+                Value::Null => visitor.visit_unit(),
+                Value::Bool(b) => visitor.visit_bool(b),
+                Value::Number(n) => {
+                    if let Some(u) = n.as_u64() {
+                        visitor.visit_u64(u)
+                    } else if let Some(i) = n.as_i64() {
+                        visitor.visit_i64(i)
+                    } else {
+                        visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN))
+                    }
+                }
+                Value::String(s) => visitor.visit_string(s),
+                Value::Array(items) => {
+                    let mut seq = SeqDeserializer::new(items.into_iter().map(Unquoted));
+                    let value = visitor.visit_seq(&mut seq)?;
+                    seq.end()?;
+                    Ok(value)
+                }
+                Value::Object(map) => {
+                    let mut entries = MapDeserializer::new(map.into_iter().map(|(k, v)| (k, Unquoted(v))));
+                    let value = visitor.visit_map(&mut entries)?;
+                    entries.end()?;
+                    Ok(value)
+                }
+            }
+        }
+
+        fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Redacted> {
+            match self.0 {
+                Value::Null => visitor.visit_none(),
+                other => visitor.visit_some(Unquoted(other)),
+            }
+        }
+
+        fn deserialize_newtype_struct<V: Visitor<'de>>(
+            self,
+            _name: &'static str,
+            visitor: V,
+        ) -> Result<V::Value, Redacted> {
+            visitor.visit_newtype_struct(self)
+        }
+
+        fn deserialize_enum<V: Visitor<'de>>(
+            self,
+            _name: &'static str,
+            _variants: &'static [&'static str],
+            visitor: V,
+        ) -> Result<V::Value, Redacted> {
+            match self.0 {
+                Value::String(s) => visitor.visit_enum(s.into_deserializer()),
+                Value::Object(map) if map.len() == 1 => {
+                    let entries = MapDeserializer::new(map.into_iter().map(|(k, v)| (k, Unquoted(v))));
+                    visitor.visit_enum(de::value::MapAccessDeserializer::new(entries))
+                }
+                other => Err(de::Error::invalid_type(
+                    kind_of(&other),
+                    &"a variant name, or a map of one variant name to its value",
+                )),
+            }
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf unit unit_struct seq tuple tuple_struct map struct
+            identifier ignored_any
+        }
+    }
+
+    fn kind_of(value: &Value) -> Unexpected<'static> {
+        match value {
+            Value::Null => Unexpected::Unit,
+            Value::Bool(_) => Unexpected::Other("a boolean"),
+            Value::Number(_) => Unexpected::Other("a number"),
+            Value::String(_) => Unexpected::Other("a string"),
+            Value::Array(_) => Unexpected::Seq,
+            Value::Object(_) => Unexpected::Map,
+        }
+    }
 }

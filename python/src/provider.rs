@@ -149,9 +149,11 @@ impl Provider {
             None | Some("in_process") => Isolation::InProcess,
             Some("process") => Isolation::Process,
             Some(other) => {
+                // Never the value: it may come from a secret.
                 return Err(ConfigError::new_err(format!(
-                    "isolation: unknown variant `{other}`, expected `in_process` or `process`"
-                )))
+                    "isolation: unknown variant (a string of {} characters), expected `in_process` or `process`",
+                    other.chars().count()
+                )));
             }
         };
         let spec = ProviderSpec { use_, config, sha256, allow_insecure_permissions, timeout_ms, isolation };

@@ -85,9 +85,12 @@ fn unknown_keys_in_the_section_are_named() {
 #[test]
 fn wrong_types_and_missing_use_are_explained() {
     let err = parse("guardrails:\n  enabled: yes please\n").unwrap_err().to_string();
-    assert!(err.ends_with("invalid `guardrails` section: `enabled`: invalid type: string \"yes please\", expected a boolean"), "{err}");
+    assert!(
+        err.ends_with("invalid `guardrails` section: `enabled`: invalid type: a string, expected a boolean"),
+        "{err}"
+    );
     let err = parse("guardrails:\n  provider: {use: x.so:Y, config: [a]}\n").unwrap_err().to_string();
-    assert!(err.contains("`provider.config`: invalid type: sequence, expected a map"), "{err}");
+    assert!(err.contains("`provider.config`: invalid type: a sequence, expected a map"), "{err}");
     let err = parse("guardrails:\n  provider: {config: {}}\n").unwrap_err().to_string();
     assert!(err.contains("missing field `use`"), "{err}");
     let err = parse("- a\n- b\n").unwrap_err().to_string();
@@ -205,4 +208,34 @@ fn the_embedded_default_is_active_and_uses_the_builtin() {
     assert_eq!(c.origin, ConfigOrigin::Embedded);
     assert!(c.guardrails.is_active());
     assert_eq!(c.guardrails.provider.unwrap().use_, "builtin:AllowlistProvider");
+}
+
+#[test]
+fn section_errors_name_the_key_never_the_value() {
+    const SECRET: &str = "GH_SENTINEL_S3cr3t";
+    let cases = [
+        ("guardrails:\n  provider: {use: x.so:Y, timeout_ms: $S}\n", "`provider.timeout_ms`: invalid type: a string, expected u64"),
+        (
+            "guardrails:\n  provider: {use: x.so:Y, isolation: $S}\n",
+            "`provider.isolation`: unknown variant (a string of 18 characters), expected `in_process` or `process`",
+        ),
+        ("guardrails:\n  enabled: $S\n", "`enabled`: invalid type: a string, expected a boolean"),
+        ("guardrails:\n  passport: [$S]\n", "`passport`: invalid type: a sequence, expected a string"),
+        ("guardrails:\n  provider: {use: [$S]}\n", "`provider.use`: invalid type: a sequence, expected a string"),
+    ];
+    for (text, expected) in cases {
+        let err = parse_with_env(text, &[("S", SECRET)]).unwrap_err().to_string();
+        assert!(err.contains(expected), "{text}: {err}");
+        assert!(!err.contains(SECRET), "{text}: {err}");
+    }
+}
+
+#[test]
+fn hostile_yaml_is_refused_by_name_of_the_limit() {
+    let err = parse(&"[".repeat(1 << 20)).unwrap_err().to_string();
+    assert!(err.contains("nested more than 64 deep"), "{err}");
+    let err = parse(&format!("a: {}", " ".repeat(1 << 20))).unwrap_err().to_string();
+    assert!(err.contains("over the limit of 1048576 bytes"), "{err}");
+    let err = parse(&crate::yaml::tests::alias_bomb()).unwrap_err().to_string();
+    assert!(err.contains("more than 100000 values"), "{err}");
 }

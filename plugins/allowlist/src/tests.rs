@@ -155,3 +155,31 @@ fn ordinary_names_keep_deerflows_exact_case_sensitive_matching() {
     assert!(decide(&provider(Some(&["run command"]), None), "run command").allow);
     assert!(!decide(&provider(Some(&["bash"]), None), "Bash").allow);
 }
+
+#[test]
+fn config_errors_name_the_key_never_the_value() {
+    let secret = "GH_SENTINEL_S3cr3t";
+    let cases = [
+        (
+            serde_json::json!({"denied_tools": secret}),
+            "`denied_tools`: invalid type: a string, expected a sequence",
+        ),
+        (
+            serde_json::json!({"allowed_tools": ["ls", 7]}),
+            "`allowed_tools[1]`: invalid type: a number, expected a string",
+        ),
+        (
+            serde_json::json!({"allowed_tools": [{"k": secret}]}),
+            "`allowed_tools[0]`: invalid type: a map, expected a string",
+        ),
+        (
+            serde_json::json!({"denied_tool": [secret]}),
+            "unknown field `denied_tool`, expected `allowed_tools` or `denied_tools`",
+        ),
+    ];
+    for (config, expected) in cases {
+        let err = guardhost_abi::deserialize_config::<AllowlistConfig>(config.clone()).unwrap_err();
+        assert!(err.contains(expected), "{config}: {err}");
+        assert!(!err.contains("S3cr3t"), "{config}: {err}");
+    }
+}
