@@ -569,7 +569,7 @@ fn the_passport_comes_from_agent_id_when_no_path_is_configured() {
 #[test]
 fn config_errors_name_the_key() {
     let cases: &[(Value, &str)] = &[
-        (json!({"mode": "audit"}), "unknown variant `audit`, expected one of `enforce`, `warn`, `observe`"),
+        (json!({"mode": "audit"}), "`mode`: unknown variant (a string of 5 characters), expected one of `enforce`, `warn`, `observe`"),
         (json!({"passport": "x"}), "does not accept config key `passport`"),
         (
             json!({"tool_mapping": {"bash": "no.such.pack.v1"}}),
