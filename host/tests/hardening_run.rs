@@ -5,31 +5,14 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::cli::{guardhost, json_lines, stderr};
-use support::{use_of, write};
-
-/// The last line of stderr: the summary.
-fn summary(output: &Output) -> String {
-    stderr(output).lines().last().unwrap_or_default().to_owned()
-}
-
-/// A config file installing `symbol` of the scripted test-provider library.
-fn config(dir: &Path, symbol: &str, extra: &str) -> PathBuf {
-    write(
-        dir,
-        "config.yaml",
-        &format!(
-            "guardrails:\n  enabled: true\n{extra}  provider:\n    use: {}\n",
-            use_of("guardhost_test_providers", symbol)
-        ),
-    )
-}
+use support::cli::{guardhost, json_lines, stderr, summary, test_provider_config};
+use support::write;
 
 fn calls(tools: &[&str]) -> String {
     tools
@@ -50,7 +33,7 @@ fn run(config: &Path, extra: &[&str], input: &str) -> Output {
 #[test]
 fn every_call_failing_closed_is_counted_as_a_provider_error_with_exit_4() {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "ErroringProvider", "");
+    let config = test_provider_config(dir.path(), "ErroringProvider", "");
     let input = calls(&["bash"; 10]);
     for extra in [&[][..], &["--async"][..], &["--output", "decisions"][..]] {
         let out = run(&config, extra, &input);
@@ -67,7 +50,7 @@ fn every_call_failing_closed_is_counted_as_a_provider_error_with_exit_4() {
 #[test]
 fn every_call_failing_open_is_counted_as_a_provider_error_with_exit_4() {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "ErroringProvider", "  fail_closed: false\n");
+    let config = test_provider_config(dir.path(), "ErroringProvider", "  fail_closed: false\n");
     let out = run(&config, &["--output", "decisions"], &calls(&["bash"; 10]));
     assert_eq!(out.status.code(), Some(4), "a total fail-open is not a clean run: {}", stderr(&out));
     assert_eq!(
@@ -83,7 +66,7 @@ fn every_call_failing_open_is_counted_as_a_provider_error_with_exit_4() {
 #[test]
 fn provider_errors_win_over_malformed_lines_and_a_clean_run_says_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let erroring = config(dir.path(), "ErroringProvider", "");
+    let erroring = test_provider_config(dir.path(), "ErroringProvider", "");
     let out = run(&erroring, &[], &format!("{}not json\n", calls(&["bash", "ls"])));
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert_eq!(
@@ -91,7 +74,7 @@ fn provider_errors_win_over_malformed_lines_and_a_clean_run_says_zero() {
         "guardhost run: 3 lines: 0 allowed, 0 denied, 1 errors, 2 provider errors (2 failed closed)"
     );
     // Policy decisions are not provider errors, and say so.
-    let deny_all = config(dir.path(), "DenyAllProvider", "");
+    let deny_all = test_provider_config(dir.path(), "DenyAllProvider", "");
     let out = run(&deny_all, &[], &calls(&["bash", "ls"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(summary(&out), "guardhost run: 2 lines: 0 allowed, 2 denied, 0 errors, 0 provider errors");
@@ -110,7 +93,7 @@ fn run_faulty(
     patience: Duration,
 ) -> (Vec<Value>, Option<i32>) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "FaultyProvider", "");
+    let config = test_provider_config(dir.path(), "FaultyProvider", "");
     let input = write(dir.path(), "calls.jsonl", &calls(tools));
     let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
         .args(["run", "--config", config.to_str().unwrap(), "--input", input.to_str().unwrap()])

@@ -6,31 +6,14 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::cli::{guardhost, json_lines, stderr, stdout};
+use support::cli::{guardhost, json_lines, stderr, stdout, summary, test_provider_config};
 use support::{use_of, write};
-
-/// The last line of stderr: the summary.
-fn summary(output: &Output) -> String {
-    stderr(output).lines().last().unwrap_or_default().to_owned()
-}
-
-/// A config file installing `symbol` of the scripted test-provider library.
-fn test_provider(dir: &Path, symbol: &str, extra: &str) -> PathBuf {
-    write(
-        dir,
-        "config.yaml",
-        &format!(
-            "guardrails:\n  enabled: true\n{extra}  provider:\n    use: {}\n",
-            use_of("guardhost_test_providers", symbol)
-        ),
-    )
-}
 
 /// `guardhost run --config CONFIG --output decisions [extra...]` on `input`.
 fn decisions(config: &Path, extra: &[&str], input: &str) -> Output {
@@ -53,7 +36,7 @@ fn dry_run_message(id: &str, name: &str, args: &Value) -> Value {
 #[test]
 fn an_allowed_call_is_answered_with_its_decision_and_the_dry_run_message() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_provider(dir.path(), "EchoDecisionProvider", "");
+    let config = test_provider_config(dir.path(), "EchoDecisionProvider", "");
     let spec = json!({"allow": true, "reasons": [["corp.ok", "read-only tool"]], "policy_id": "corp-1"});
     for extra in [&[][..], &["--async"][..]] {
         let out = decisions(&config, extra, &format!("{}\n", echo_call("c1", "read_file", spec.clone())));
@@ -78,7 +61,7 @@ fn an_allowed_call_is_answered_with_its_decision_and_the_dry_run_message() {
 #[test]
 fn a_denial_keeps_every_reason_the_policy_id_and_the_metadata() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_provider(dir.path(), "EchoDecisionProvider", "");
+    let config = test_provider_config(dir.path(), "EchoDecisionProvider", "");
     let spec = json!({
         "allow": false,
         "reasons": [["corp.path_denied", "path outside the workspace"], ["corp.size", "file too large"]],
@@ -130,7 +113,7 @@ fn a_denial_keeps_every_reason_the_policy_id_and_the_metadata() {
 #[test]
 fn a_denial_without_reasons_gets_the_fallback_message_and_an_empty_reason_list() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_provider(dir.path(), "EmptyReasonsProvider", "");
+    let config = test_provider_config(dir.path(), "EmptyReasonsProvider", "");
     let out = decisions(&config, &[], "{\"name\":\"ls\"}\n");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let line = &json_lines(&out)[0];
@@ -153,7 +136,7 @@ fn a_provider_error_fails_closed_or_open_and_says_so() {
         (false, "allow", "guardrail provider error (fail-open)", "failed open"),
     ] {
         let config =
-            test_provider(dir.path(), "ErroringProvider", &format!("  fail_closed: {fail_closed}\n"));
+            test_provider_config(dir.path(), "ErroringProvider", &format!("  fail_closed: {fail_closed}\n"));
         let audit = dir.path().join(format!("audit-{fail_closed}.jsonl"));
         for extra in [&[][..], &["--async"][..]] {
             let mut args = vec!["--audit", audit.to_str().unwrap()];
@@ -192,7 +175,7 @@ fn a_provider_error_fails_closed_or_open_and_says_so() {
 #[test]
 fn an_interrupt_is_answered_as_such_and_processing_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_provider(dir.path(), "InterruptingProvider", "");
+    let config = test_provider_config(dir.path(), "InterruptingProvider", "");
     for extra in [&[][..], &["--async"][..]] {
         let out =
             decisions(&config, extra, "{\"name\":\"bash\",\"id\":\"x\"}\nnot json\n{\"name\":\"ls\"}\n");
@@ -252,7 +235,7 @@ fn mixed_input() -> (String, Vec<(&'static str, Option<&'static str>)>) {
 #[test]
 fn malformed_lines_are_answered_in_place_and_order_is_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_provider(dir.path(), "EchoDecisionProvider", "");
+    let config = test_provider_config(dir.path(), "EchoDecisionProvider", "");
     let (input, expected) = mixed_input();
     let out = decisions(&config, &[], &input);
     assert_eq!(out.status.code(), Some(1), "malformed lines make exit 1: {}", stderr(&out));
@@ -349,7 +332,7 @@ fn async_answers_exactly_as_sync_in_both_formats() {
         ("AllowAllProvider", ""),
         ("DenyAllProvider", ""),
     ] {
-        let config = test_provider(dir.path(), symbol, extra);
+        let config = test_provider_config(dir.path(), symbol, extra);
         for format in ["messages", "decisions"] {
             let run = |more: &[&str]| {
                 let mut args = vec!["run", "--config", config.to_str().unwrap(), "--output", format];
@@ -368,7 +351,7 @@ fn async_answers_exactly_as_sync_in_both_formats() {
 #[test]
 fn messages_stay_the_default_and_both_formats_agree() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_provider(dir.path(), "EchoDecisionProvider", "");
+    let config = test_provider_config(dir.path(), "EchoDecisionProvider", "");
     let (input, _) = mixed_input();
     let default = guardhost(&["run", "--config", config.to_str().unwrap()], Some(input.as_bytes()));
     let messages = guardhost(
@@ -453,7 +436,7 @@ impl CoProcess {
 #[test]
 fn a_co_process_gets_each_answer_before_it_writes_the_next_line() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_provider(dir.path(), "EchoDecisionProvider", "");
+    let config = test_provider_config(dir.path(), "EchoDecisionProvider", "");
     for extra in [&[][..], &["--async"][..]] {
         let mut args = vec!["run", "--config", config.to_str().unwrap(), "--output", "decisions"];
         args.extend_from_slice(extra);
