@@ -4,13 +4,12 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use guardhost::{LoadErrorKind, ReloadError, Reloader, ToolMessage, ToolStatus};
-use support::cli::{guardhost, stderr};
+use guardhost::{LoadErrorKind, ReloadError, Reloader, ToolStatus};
+use support::cli::{guardhost, stderr, Watched};
 use support::{library, write};
 
 /// A private copy of the allowlist library, and a config that uses it to
@@ -119,55 +118,32 @@ fn run_watch_keeps_the_old_guardrail_when_the_library_is_truncated_and_restored(
     let dir = tempfile::tempdir().unwrap();
     let (lib, bytes, config) = allowlist_copy(dir.path());
     let log = dir.path().join("stderr.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
-        .args(["run", "--watch", "--config", config.to_str().unwrap()])
-        .env("GUARDHOST_LOG", "error")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    // Never let a stuck child hang the test run.
-    let pid = child.id();
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(60));
-        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-    });
-    let mut input = child.stdin.take().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap());
-    let mut ask = |tool: &str| -> ToolMessage {
-        writeln!(input, r#"{{"name": "{tool}", "id": "c"}}"#).unwrap();
-        input.flush().unwrap();
-        let mut line = String::new();
-        output.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?} (the host died?)"))
-    };
-    assert_eq!(ask("bash").status, ToolStatus::Error);
-    assert_eq!(ask("ls").status, ToolStatus::Success);
+    let mut host = Watched::start(&config, std::fs::File::create(&log).unwrap().into());
+    assert_eq!(host.ask("bash").status, ToolStatus::Error);
+    assert_eq!(host.ask("ls").status, ToolStatus::Success);
 
     truncate_in_place(&lib, half(&bytes) as u64);
     // The watcher looks every 200 ms and waits for the file to settle; it
     // then tries the truncated file and refuses it, at most 10 s from now.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !std::fs::read_to_string(&log).unwrap().contains("truncated or still being written") {
-        assert!(child.try_wait().unwrap().is_none(), "the host died: {:?}", child.try_wait());
+        assert!(host.child.try_wait().unwrap().is_none(), "the host died: {:?}", host.child.try_wait());
         assert!(Instant::now() < deadline, "the truncated library was never tried");
         std::thread::sleep(Duration::from_millis(50));
     }
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("reload failed, still serving the previous guardrail"), "{logged}");
-    assert_eq!(ask("bash").status, ToolStatus::Error, "the old guardrail keeps answering");
-    assert_eq!(ask("ls").status, ToolStatus::Success);
+    assert_eq!(host.ask("bash").status, ToolStatus::Error, "the old guardrail keeps answering");
+    assert_eq!(host.ask("ls").status, ToolStatus::Success);
 
     // Restored in place: reloaded (or not), it answers as before, and lives.
     std::thread::sleep(Duration::from_millis(20));
     std::fs::write(&lib, &bytes).unwrap();
     std::thread::sleep(Duration::from_millis(1000));
-    assert_eq!(ask("bash").status, ToolStatus::Error);
-    assert_eq!(ask("ls").status, ToolStatus::Success);
-    assert!(child.try_wait().unwrap().is_none(), "the host is alive");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert_eq!(host.ask("bash").status, ToolStatus::Error);
+    assert_eq!(host.ask("ls").status, ToolStatus::Success);
+    assert!(host.child.try_wait().unwrap().is_none(), "the host is alive");
+    host.stop();
 }
 
 /// The reason the current guardrail gives for `tool`, `None` when allowed.

@@ -4,14 +4,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use guardhost::{Reloader, ToolCallRequest, ToolMessage, ToolStatus};
+use guardhost::{Reloader, ToolCallRequest, ToolStatus};
 use serde_json::Map;
+use support::cli::Watched;
 use support::{library, write};
 
 fn config(tool: &str) -> String {
@@ -129,38 +130,15 @@ fn a_library_overwritten_in_place_keeps_serving_and_its_new_version_loads() {
 fn run_watch_follows_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "config.yaml", &config("bash"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
-        .args(["run", "--watch", "--config", path.to_str().unwrap()])
-        .env("GUARDHOST_LOG", "error")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Never let a stuck child hang the test run.
-    let pid = child.id();
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(60));
-        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-    });
-    let mut input = child.stdin.take().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap());
-    let mut ask = |tool: &str| -> ToolMessage {
-        writeln!(input, r#"{{"name": "{tool}", "id": "c"}}"#).unwrap();
-        input.flush().unwrap();
-        let mut line = String::new();
-        output.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
-    };
-    assert_eq!(ask("bash").status, ToolStatus::Error);
+    let mut host = Watched::start(&path, Stdio::null());
+    assert_eq!(host.ask("bash").status, ToolStatus::Error);
     rewrite(&path, &config("ls"));
     // The watcher looks every 200 ms; wait for the swap, at most 10 s.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while ask("bash").status == ToolStatus::Error {
+    while host.ask("bash").status == ToolStatus::Error {
         assert!(Instant::now() < deadline, "the new config was never picked up");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(ask("ls").status, ToolStatus::Error);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert_eq!(host.ask("ls").status, ToolStatus::Error);
+    host.stop();
 }
