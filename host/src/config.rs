@@ -154,6 +154,14 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
+    /// Another user could change the file, or an entry on its path.
+    #[error("config file {}: {source}, or start guardhost with {ALLOW_INSECURE_CONFIG_VAR}=1 to accept that (`provider.allow_insecure_permissions` in the file cannot: whoever can write the file could set it)", path.display())]
+    Insecure {
+        /// The file, as named.
+        path: PathBuf,
+        /// The entry and what is wrong with it.
+        source: crate::permissions::PermissionError,
+    },
     /// The text is not YAML.
     #[error("{origin}: {source}")]
     Yaml {
@@ -204,8 +212,16 @@ impl LoadedConfig {
     /// Reads a config file: a whole application `config.yaml` (its
     /// `guardrails:` section is used, everything else ignored) or a file whose
     /// top level is the section itself.
+    ///
+    /// The file, and every directory and link on its path, must be safe from
+    /// other users (see [`crate::permissions`]), unless the environment sets
+    /// [`ALLOW_INSECURE_CONFIG_VAR`]`=1`.
     pub fn from_path(path: &Path) -> Result<Self, ConfigError> {
         let text = read_bounded(path)?;
+        if !insecure_config_allowed() {
+            crate::permissions::check(path, crate::permissions::Subject::Config)
+                .map_err(|source| ConfigError::Insecure { path: path.into(), source })?;
+        }
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let base_dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
         Self::from_yaml(&text, base_dir, ConfigOrigin::File(path.into()), env_lookup)
@@ -284,6 +300,16 @@ pub fn provider_config_from_yaml(text: &str, origin: &str) -> Result<Map<String,
 pub fn provider_config_from_path(path: &Path) -> Result<Map<String, Value>, ConfigError> {
     let text = read_bounded(path)?;
     provider_config_from_yaml(&text, &path.display().to_string())
+}
+
+/// The environment variable that lets a config file others can change be
+/// read: set by whoever starts guardhost, never by the file.
+pub const ALLOW_INSECURE_CONFIG_VAR: &str = "GUARDHOST_ALLOW_INSECURE_CONFIG";
+
+/// Whether [`ALLOW_INSECURE_CONFIG_VAR`] is `1`, `true` or `yes`.
+fn insecure_config_allowed() -> bool {
+    std::env::var(ALLOW_INSECURE_CONFIG_VAR)
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
 }
 
 /// Reads a config file, never more than [`yaml::MAX_BYTES`] and one byte of

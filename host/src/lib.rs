@@ -40,6 +40,7 @@
 //! - [`config`]: the `guardrails:` section, defaults, `$ENV_VAR` secrets;
 //! - [`resolve`]: parsing `use:` and finding the library file;
 //! - [`loader`]: opening libraries and checking descriptors (all `unsafe`);
+//! - [`permissions`]: who may change a library or config file (`StrictModes`);
 //! - [`mod@instantiate`]: config keys, `framework` injection, construction;
 //! - [`provider`]: the host's provider trait and the ABI adapter;
 //! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
@@ -63,6 +64,7 @@ pub mod isolation;
 pub mod jsonl;
 pub mod loader;
 pub mod middleware;
+pub mod permissions;
 pub mod provider;
 pub mod reload;
 mod reply;
@@ -78,7 +80,7 @@ pub use audit::{
 };
 pub use config::{
     provider_config_from_path, provider_config_from_yaml, ConfigError, ConfigOrigin, GuardrailsConfig,
-    Isolation, LoadedConfig, ProviderSpec,
+    Isolation, LoadedConfig, ProviderSpec, ALLOW_INSECURE_CONFIG_VAR,
 };
 pub use instantiate::{
     instantiate, locate, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::permissions::Subject;
 use guardhost_abi::{
     compat, flags, DescriptorHeader, ProviderDescriptor, ABI_MAJOR, ABI_MINOR, FACTORY_LAYOUT, MAGIC,
 };
@@ -84,26 +85,10 @@ pub enum LoadErrorKind {
         /// The file's digest.
         found: String,
     },
-    /// The library, or a directory on its path, is writable by group or
-    /// others.
-    #[error("{} is {what} (mode {mode:o}), so another user could replace the provider; fix it with `chmod go-w {}`, or set `provider.allow_insecure_permissions: true`", path.display(), path.display())]
-    InsecurePermissions {
-        /// The file or directory.
-        path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
-        /// `group-writable`, `world-writable` or both.
-        what: &'static str,
-    },
-    /// The library, or a directory on its path, belongs to another user
-    /// (neither root nor the user running the host).
-    #[error("{} belongs to user {owner}, neither root nor the user running guardhost, so that user could replace the provider; change its owner, or set `provider.allow_insecure_permissions: true`", path.display())]
-    ForeignOwner {
-        /// The file or directory.
-        path: PathBuf,
-        /// Its owner's user id.
-        owner: u32,
-    },
+    /// The library, or an entry on its path as written or resolved, could
+    /// be changed by another user.
+    #[error("{0}, or set `provider.allow_insecure_permissions: true`")]
+    Permissions(#[from] crate::permissions::PermissionError),
     /// The file is shorter than its own ELF headers say: it was cut short,
     /// or is still being written. Mapping it would kill the process with
     /// SIGBUS, so it is not opened.
@@ -206,7 +191,9 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
         }));
     }
     if !checks.allow_insecure_permissions {
-        check_permissions(&canonical).map_err(fail)?;
+        // The path as written, not the canonical one: a link on the way is
+        // as much a part of what gets loaded as the file it points to.
+        crate::permissions::check(path, Subject::Library).map_err(|e| fail(e.into()))?;
     }
     // With a pinned digest, or for hot reload, the file is read once and a
     // private copy of exactly the bytes checked is what gets mapped: the file
@@ -429,51 +416,6 @@ fn write_read_only(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o500);
     let mut file = options.open(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     std::io::Write::write_all(&mut file, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-/// Refuses a file, or a directory on its path, that group or others may
-/// write, or that belongs to a user other than root and the one running the
-/// host (checked where the effective user id can be read: Linux). A
-/// root-owned directory with the sticky bit (such as `/tmp`) is fine: others
-/// cannot rename or remove what is in it.
-#[cfg(unix)]
-fn check_permissions(path: &Path) -> Result<(), LoadErrorKind> {
-    use std::os::unix::fs::MetadataExt;
-    let me = effective_uid();
-    for (i, at) in path.ancestors().enumerate() {
-        let Ok(meta) = std::fs::metadata(at) else { continue };
-        if let Some(me) = me {
-            if meta.uid() != 0 && meta.uid() != me {
-                return Err(LoadErrorKind::ForeignOwner { path: at.to_path_buf(), owner: meta.uid() });
-            }
-        }
-        let mode = meta.mode() & 0o7777;
-        let sticky_root_dir = i > 0 && meta.is_dir() && mode & 0o1000 != 0 && meta.uid() == 0;
-        let what = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-            _ if sticky_root_dir => continue,
-            (true, true) => "group- and world-writable",
-            (true, false) => "group-writable",
-            (false, true) => "world-writable",
-            (false, false) => continue,
-        };
-        return Err(LoadErrorKind::InsecurePermissions { path: at.to_path_buf(), mode, what });
-    }
-    Ok(())
-}
-
-/// The effective user id, read from `/proc/self/status` (Linux); `None`
-/// elsewhere, where ownership is not checked.
-#[cfg(unix)]
-fn effective_uid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
-}
-
-#[cfg(not(unix))]
-fn check_permissions(_path: &Path) -> Result<(), LoadErrorKind> {
-    // Windows ACLs are not mode bits; not checked.
-    Ok(())
 }
 
 /// Compares a file's SHA-256 (`found`, lower-case hex) with `expected` (hex,

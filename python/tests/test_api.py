@@ -63,6 +63,19 @@ def test_a_bare_section_file_and_a_dict_load_alike(tmp_path):
         assert guardrail.decide("rm").reasons[0].message == "tool 'rm' not in allowlist"
 
 
+def test_a_config_file_others_can_write_is_refused_unless_the_environment_accepts_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("GUARDHOST_ALLOW_INSECURE_CONFIG", raising=False)
+    config = write(tmp_path, DEERFLOW_CONFIG)
+    config.chmod(0o646)
+    with pytest.raises(guardhost.ConfigError) as refused:
+        guardhost.load(config)
+    message = str(refused.value)
+    assert f"{config} is world-writable (mode 646)" in message
+    assert "GUARDHOST_ALLOW_INSECURE_CONFIG=1" in message
+    monkeypatch.setenv("GUARDHOST_ALLOW_INSECURE_CONFIG", "1")
+    assert guardhost.load(config).decide("bash").allow is False
+
+
 def test_disabled_or_providerless_configs_install_nothing(tmp_path):
     assert guardhost.load({"guardrails": {"enabled": False, "provider": {"use": "builtin:AllowlistProvider"}}}) is None
     assert guardhost.load({"guardrails": {"enabled": True}}) is None
