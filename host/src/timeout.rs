@@ -6,11 +6,13 @@
 //! to a small, fixed pool of worker threads and waits at most the limit, on
 //! the sync path with a blocking receive, on the async path with a timer
 //! future (any executor). Nothing can stop a thread stuck in foreign code,
-//! so a hung call keeps its worker; when every worker is stuck, new calls
-//! fail at once ("no free evaluation thread") instead of queueing or
-//! starting threads: the number of threads never grows past the pool.
+//! so a hung call keeps its worker. A worker whose call has outlived the
+//! limit (its caller gave up on it) counts as stuck: when every worker is,
+//! a new call fails at once ("no free evaluation thread") instead of
+//! waiting out its own limit in the queue behind them, and when the queue is
+//! full, too; the number of threads never grows past the pool.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,7 +46,31 @@ pub struct TimeoutProvider {
     inner: Arc<dyn GuardrailProvider>,
     limit: Duration,
     jobs: SyncSender<Job>,
-    busy: Arc<AtomicUsize>,
+    workers: Arc<Workers>,
+}
+
+/// When each worker's current call started, in nanoseconds after `epoch`,
+/// plus one (`0`: idle).
+struct Workers {
+    epoch: Instant,
+    since: [AtomicU64; WORKERS],
+}
+
+impl Workers {
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    /// (in a call, in a call for longer than `limit`)
+    fn busy_and_stuck(&self, limit: Duration) -> (usize, usize) {
+        let now = self.now();
+        let limit = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
+        self.since
+            .iter()
+            .map(|s| s.load(Ordering::SeqCst))
+            .filter(|&s| s != 0)
+            .fold((0, 0), |(busy, stuck), s| (busy + 1, stuck + usize::from(now.saturating_sub(s) > limit)))
+    }
 }
 
 impl std::fmt::Debug for TimeoutProvider {
@@ -62,9 +88,10 @@ impl TimeoutProvider {
     pub fn new(inner: Arc<dyn GuardrailProvider>, limit: Duration) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::sync_channel::<Job>(QUEUE);
         let queue = Arc::new(Mutex::new(queue));
-        let busy = Arc::new(AtomicUsize::new(0));
+        let workers =
+            Arc::new(Workers { epoch: Instant::now(), since: std::array::from_fn(|_| AtomicU64::new(0)) });
         for i in 0..WORKERS {
-            let (queue, inner, busy) = (queue.clone(), inner.clone(), busy.clone());
+            let (queue, inner, workers) = (queue.clone(), inner.clone(), workers.clone());
             let spawned =
                 std::thread::Builder::new().name(format!("guardhost-eval-{i}")).spawn(move || loop {
                     let job = match queue.lock().unwrap_or_else(|e| e.into_inner()).recv() {
@@ -74,14 +101,14 @@ impl TimeoutProvider {
                     if job.reply.is_abandoned() {
                         continue; // its caller has given up already
                     }
-                    busy.fetch_add(1, Ordering::SeqCst);
+                    workers.since[i].store(workers.now(), Ordering::SeqCst);
                     let answer = evaluate_here(&*inner, &job.request, matches!(job.path, Path::Async));
-                    busy.fetch_sub(1, Ordering::SeqCst);
+                    workers.since[i].store(0, Ordering::SeqCst);
                     job.reply.fill(answer);
                 });
             spawned?;
         }
-        Ok(TimeoutProvider { inner, limit, jobs, busy })
+        Ok(TimeoutProvider { inner, limit, jobs, workers })
     }
 
     /// The limit.
@@ -97,26 +124,32 @@ impl TimeoutProvider {
         ))
     }
 
-    /// Hands a job to a free worker, or fails at once when there is none.
+    /// Hands a job to a free worker, or fails at once when there is none:
+    /// every worker stuck past the limit, or the queue full.
     fn submit(&self, request: &GuardrailRequest, path: Path) -> Result<Reply, ProviderFailure> {
-        let reply = Reply::default();
-        let job = Job { request: request.clone(), path, reply: reply.clone() };
-        match self.jobs.try_send(job) {
-            Ok(()) => Ok(reply),
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                let stuck = self.busy.load(Ordering::SeqCst);
-                tracing::error!(
-                    provider = %self.inner.name(),
-                    "no free evaluation thread: {stuck} of {WORKERS} are in calls and {QUEUE} calls wait"
-                );
-                Err(ProviderFailure::error(format!(
-                    "provider '{}' has no free evaluation thread: {stuck} of {WORKERS} are in calls (stuck ones \
-                     never come back) and {QUEUE} more calls wait (provider.timeout_ms {} ms)",
-                    self.inner.name(),
-                    self.limit.as_millis()
-                )))
+        let (busy, stuck) = self.workers.busy_and_stuck(self.limit);
+        let queued = if stuck == WORKERS {
+            None
+        } else {
+            let reply = Reply::default();
+            let job = Job { request: request.clone(), path, reply: reply.clone() };
+            match self.jobs.try_send(job) {
+                Ok(()) => return Ok(reply),
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Some(QUEUE),
             }
-        }
+        };
+        let why = match queued {
+            None => format!("all {WORKERS} are stuck in calls that outlived the limit (stuck ones never come back)"),
+            Some(waiting) => format!(
+                "{busy} of {WORKERS} are in calls ({stuck} stuck past the limit, and stuck ones never come back) and {waiting} more calls wait"
+            ),
+        };
+        tracing::error!(provider = %self.inner.name(), "no free evaluation thread: {why}");
+        Err(ProviderFailure::error(format!(
+            "provider '{}' has no free evaluation thread: {why} (provider.timeout_ms {} ms)",
+            self.inner.name(),
+            self.limit.as_millis()
+        )))
     }
 }
 

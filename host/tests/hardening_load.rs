@@ -146,6 +146,37 @@ fn run_watch_keeps_the_old_guardrail_when_the_library_is_truncated_and_restored(
     host.stop();
 }
 
+#[test]
+fn run_watch_waits_for_a_library_written_slowly_in_place_to_settle() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, bytes, config) = allowlist_copy(dir.path());
+    let log = dir.path().join("stderr.log");
+    let mut host = Watched::start(&config, std::fs::File::create(&log).unwrap().into());
+    assert_eq!(host.ask("bash").status, ToolStatus::Error);
+
+    // A writer rewriting the library in place, in 30 pieces 20 ms apart
+    // (over half a second, several of the watcher's 200 ms polls): the
+    // watcher sees a file that keeps changing and never tries it
+    // half-written.
+    let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(&lib).unwrap();
+    for piece in bytes.chunks(bytes.len().div_ceil(30)) {
+        file.write_all(piece).unwrap();
+        file.flush().unwrap();
+        assert_eq!(host.ask("bash").status, ToolStatus::Error, "the old guardrail answers meanwhile");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(file);
+    // Settled and reloaded (the same policy), or not yet: either way it
+    // answers as before, and nothing half-written was ever tried.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(host.ask("bash").status, ToolStatus::Error);
+    assert_eq!(host.ask("ls").status, ToolStatus::Success);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains("reload failed"), "a half-written library was tried: {logged}");
+    assert!(host.child.try_wait().unwrap().is_none(), "the host is alive");
+    host.stop();
+}
+
 /// The reason the current guardrail gives for `tool`, `None` when allowed.
 fn reason(reloader: &Reloader, tool: &str) -> Option<String> {
     let guardrail = reloader.current().expect("a guardrail");

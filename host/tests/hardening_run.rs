@@ -174,14 +174,51 @@ fn answers_decided_before_a_provider_aborts_are_written() {
 }
 
 #[test]
-fn answers_decided_before_a_provider_exits_are_written() {
-    // exit(0) inside the provider ends the host with status 0 and no
-    // summary: it cannot be intercepted in process (`isolation: process`
-    // contains it), but no decided answer is lost.
+fn a_provider_that_calls_exit_ends_run_with_status_5_and_says_what_was_left() {
+    // exit(0) inside the provider cannot be stopped in process
+    // (`isolation: process` contains it), but it no longer passes for a
+    // clean end, and no decided answer is lost.
     let mut tools = ordinary(30);
     tools.extend(["exit", "ls"]);
     let (lines, status) = run_faulty(&tools, &["--output", "decisions"], 30, Duration::from_secs(20));
-    assert_eq!(status, Some(0));
+    assert_eq!(status, Some(5));
     assert_eq!(lines.len(), 30);
     assert_eq!(lines[29]["line"], json!(30));
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_provider_config(dir.path(), "FaultyProvider", "");
+    let out = run(&config, &[], &calls(&["ls", "exit", "ls"]));
+    assert_eq!(out.status.code(), Some(5));
+    let err = stderr(&out);
+    assert!(
+        err.contains("guardhost run: the provider ended the process (it called exit) while deciding line 2; every line before it was answered"),
+        "{err}"
+    );
+    assert_eq!(json_lines(&out).len(), 1);
+}
+
+#[test]
+fn eval_and_check_do_not_read_a_provider_exit_as_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_provider_config(dir.path(), "FaultyProvider", "");
+    let out = guardhost(&["eval", "--config", config.to_str().unwrap(), "--tool", "exit"], None);
+    assert_eq!(out.status.code(), Some(5), "exit 0 would read as allowed: {}", stderr(&out));
+    assert!(stderr(&out)
+        .contains("guardhost eval: the provider ended the process (it called exit) before deciding"));
+    let out = guardhost(&["eval", "--config", config.to_str().unwrap(), "--tool", "ls"], None);
+    assert_eq!(out.status.code(), Some(0), "a normal end is untouched: {}", stderr(&out));
+}
+
+#[test]
+fn what_an_in_process_provider_prints_never_lands_between_the_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_provider_config(dir.path(), "FaultyProvider", "");
+    for extra in [&[][..], &["--output", "decisions"][..], &["--async"][..]] {
+        let out = run(&config, extra, &calls(&["print", "ls", "print"]));
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", stderr(&out));
+        let lines = json_lines(&out);
+        assert_eq!(lines.len(), 3, "{extra:?}: one answer per line and nothing else");
+        let printed = stderr(&out).lines().filter(|l| *l == "debug: evaluating a call").count();
+        assert_eq!(printed, 2, "{extra:?}: what it printed went to stderr: {}", stderr(&out));
+    }
 }

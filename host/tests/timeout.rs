@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use guardhost::timeout::{TimeoutProvider, QUEUE, WORKERS};
+use guardhost::timeout::{TimeoutProvider, WORKERS};
 use guardhost::{
     install, ConfigOrigin, GuardrailProvider, GuardrailRequest, LoadedConfig, ProviderFailure,
     ToolCallRequest, ToolStatus,
@@ -70,31 +70,37 @@ fn a_hung_call_times_out_on_both_paths_and_answers_still_come_back() {
 
 #[cfg(target_os = "linux")]
 #[test]
-fn stuck_calls_never_grow_the_threads_and_a_full_queue_fails_at_once() {
+fn once_every_worker_is_stuck_calls_fail_at_once_and_the_threads_never_grow() {
     let _one = exclusive();
     let before = eval_threads();
     let provider = TimeoutProvider::new(hangs(), Duration::from_millis(5)).unwrap();
-    // Every worker gets stuck, then the queue fills with calls whose callers
-    // gave up (a worker may skip some of those first, so go on until full).
-    let mut full = None;
-    for _ in 0..10 * (WORKERS + QUEUE) {
+    // Each hanging call keeps its worker; once all of them are in calls that
+    // outlived the limit, a call does not wait out its own limit in the
+    // queue behind them.
+    let mut waited = 0;
+    let failed_at_once = loop {
         let error = message(provider.evaluate(&request("web_fetch")).unwrap_err());
         if error.contains("no free evaluation thread") {
-            full = Some(error);
-            break;
+            break error;
         }
-    }
-    assert!(full.is_some(), "the queue never filled");
+        assert!(error.ends_with("did not answer within 5 ms (provider.timeout_ms)"), "{error}");
+        waited += 1;
+        assert!(waited <= WORKERS + 2, "{waited} calls waited out the limit behind stuck workers");
+    };
+    assert!(waited >= WORKERS, "only {waited} calls hung: the workers were not all stuck");
+    assert_eq!(
+        failed_at_once,
+        format!(
+            "provider 'zoo-hangs' has no free evaluation thread: all {WORKERS} are stuck in calls that outlived the limit (stuck ones never come back) (provider.timeout_ms 5 ms)"
+        )
+    );
+    // And so does every call after it, on both paths.
+    assert!(message(provider.evaluate(&request("read_file")).unwrap_err()).contains("all 4 are stuck"));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let error = runtime.block_on(provider.aevaluate(&request("read_file"))).unwrap_err();
+    assert!(message(error).contains("all 4 are stuck"));
     let after = eval_threads();
     assert!(after <= before + WORKERS, "evaluation threads grew from {before} to {after}");
-    // This failure comes from the path that does not wait for the limit.
-    let error = message(provider.evaluate(&request("read_file")).unwrap_err());
-    assert!(
-        error.starts_with(&format!(
-            "provider 'zoo-hangs' has no free evaluation thread: {WORKERS} of {WORKERS}"
-        )),
-        "{error}"
-    );
 }
 
 fn guardrail(yaml_provider: &str, fail_closed: bool) -> guardhost::Guardrail {

@@ -4,8 +4,10 @@ mod bench;
 mod check;
 mod conformance;
 mod eval;
+mod exit_guard;
 mod run;
 mod server;
+mod streams;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,7 +23,8 @@ provider (builtin:AllowlistProvider), enabled, fail-closed, denying the tools
 
 Exit codes: 0 ok / allowed, 1 denied (eval), malformed input lines (run) or a
 failed check (conformance), 2 usage, config or load error, 3 a provider
-interrupt, 4 the provider failed on some calls (run).
+interrupt, 4 the provider failed on some calls (run), 5 a provider in this
+process ended it (it called exit).
 Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`) to change
 how much (default `warn`: every denial is logged).";
 
@@ -115,6 +118,16 @@ pub fn main() -> ExitCode {
     // A benchmark logs errors only by default: a warning per denial would
     // measure the terminal, not the guardrail.
     init_logging(if matches!(cli.command, Command::Bench(_)) { "error" } else { "warn" });
+    // A provider in this process that calls `exit` must not pass for a
+    // clean end (see `exit_guard`). The provider server's own end is read
+    // by its host.
+    let _armed = match cli.command {
+        Command::Check { .. } => Some(exit_guard::arm(exit_guard::Armed::Check)),
+        Command::Eval(_) => Some(exit_guard::arm(exit_guard::Armed::Eval)),
+        Command::Run(_) => Some(exit_guard::arm(exit_guard::Armed::Run)),
+        Command::Conformance(_) | Command::Bench(_) => Some(exit_guard::arm(exit_guard::Armed::Other)),
+        Command::ProviderServer => None,
+    };
     let result = match cli.command {
         Command::Check { config } => check::run(config.as_deref()),
         Command::Eval(args) => eval::run(args),

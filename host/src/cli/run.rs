@@ -4,7 +4,7 @@
 //! `docs/protocol.md`).
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -108,6 +108,10 @@ fn answer(
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
+    // Before any provider is loaded: what it prints goes to stderr, never
+    // between the answers, and it cannot read the calls.
+    let (stdin, stdout) = super::streams::private_stdio()
+        .map_err(|source| CliError::Io { what: "cannot set up the standard streams".into(), source })?;
     let audit = match &args.audit {
         Some(path) => Some(Arc::new(JsonlAuditSink::open(path).map_err(|source| CliError::Io {
             what: format!("cannot open audit file {}", path.display()),
@@ -139,10 +143,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
             what: format!("cannot open input {}", path.display()),
             source,
         })?),
-        None => Box::new(io::stdin().lock()),
+        None => stdin,
     };
     let mut reader = BufReader::with_capacity(64 * 1024, input);
-    let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    let mut out = BufWriter::with_capacity(64 * 1024, stdout);
     let write_error = |source| CliError::Io { what: "cannot write to stdout".into(), source };
 
     let path = CallPath::new(args.use_async)?;
@@ -179,7 +183,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
                 if middleware.is_some() {
                     out.flush().map_err(write_error)?;
                 }
-                answer(middleware, &path, number, call)
+                super::exit_guard::deciding_line(number);
+                let handled = answer(middleware, &path, number, call);
+                super::exit_guard::deciding_line(0);
+                handled
             }
             Err(message) => {
                 let (id, name) = answer::readable_id_and_name(&bytes);

@@ -2,33 +2,13 @@
 //! `isolation: process`. Not for people: the host starts it and speaks the
 //! protocol of `guardhost::isolation` with it on stdin/stdout.
 
-use std::io::{self, BufRead, Write};
+use std::io;
 use std::process::ExitCode;
 
 use guardhost::isolation::{serve, ServeError};
 
+use super::streams::private_stdio;
 use super::CliError;
-
-/// The protocol's ends: private copies of stdin and stdout. Standard input
-/// then reads `/dev/null` and standard output goes to stderr, so what the
-/// provider prints cannot corrupt the protocol, and a process it starts does
-/// not inherit the pipes (which would hide this process's death from the
-/// host). The copies are closed on `exec`.
-#[cfg(unix)]
-fn protocol_streams() -> io::Result<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)> {
-    use std::os::fd::AsFd;
-    let input = std::fs::File::from(io::stdin().as_fd().try_clone_to_owned()?);
-    let output = std::fs::File::from(io::stdout().as_fd().try_clone_to_owned()?);
-    io::stdout().flush()?;
-    rustix::stdio::dup2_stdout(io::stderr().as_fd())?;
-    rustix::stdio::dup2_stdin(std::fs::File::open("/dev/null")?)?;
-    Ok((Box::new(io::BufReader::with_capacity(64 << 10, input)), Box::new(output)))
-}
-
-#[cfg(not(unix))]
-fn protocol_streams() -> io::Result<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)> {
-    Ok((Box::new(io::BufReader::with_capacity(64 << 10, io::stdin())), Box::new(io::stdout())))
-}
 
 /// Ends this process when its host is gone (it then has another parent),
 /// even while every thread is stuck in the provider and no one reads the
@@ -56,11 +36,17 @@ pub fn run() -> Result<ExitCode, CliError> {
         move |source| CliError::Io { what, source }
     };
     exit_with_the_host().map_err(io_error("cannot watch the host process"))?;
-    let (input, output) = protocol_streams().map_err(io_error("cannot set up the protocol streams"))?;
-    match serve(input, output) {
+    // The protocol's ends: what the provider prints cannot corrupt it, and
+    // a process it starts does not inherit the pipes (which would hide this
+    // process's death from the host).
+    let (input, output) = private_stdio().map_err(io_error("cannot set up the protocol streams"))?;
+    match serve(io::BufReader::with_capacity(64 << 10, input), output) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // The host has the message already.
         Err(ServeError::Build(_)) => Ok(ExitCode::from(2)),
+        // The host is gone (it finished, or gave up on this process while
+        // it started): no one is left to tell.
+        Err(ServeError::Io(error)) if error.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(error) => Err(CliError::Usage(format!("provider server: {error}"))),
     }
 }

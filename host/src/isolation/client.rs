@@ -493,21 +493,27 @@ fn read_answers(
         connection.dead.store(true, Ordering::SeqCst);
         std::mem::take(&mut pending.calls)
     };
+    // Logged before the calls in flight are answered, so the log reads in
+    // the order things happened (and `run`'s summary stays last).
+    let closing = connection.closing.load(Ordering::SeqCst);
+    if closing {
+        tracing::debug!(pid = connection.pid, provider = %name, "provider process ended");
+    } else {
+        tracing::error!(
+            pid = connection.pid,
+            provider = %name,
+            calls_in_flight = in_flight.len(),
+            "provider process {reason}; it restarts"
+        );
+    }
     for reply in in_flight.values() {
         reply.fill(Err(ProviderFailure::error(format!(
             "provider '{name}' (isolation: process): its process {reason} while this call was in flight; it restarts"
         ))));
     }
-    if connection.closing.load(Ordering::SeqCst) {
-        tracing::debug!(pid = connection.pid, provider = %name, "provider process ended");
+    if closing {
         return;
     }
-    tracing::error!(
-        pid = connection.pid,
-        provider = %name,
-        calls_in_flight = in_flight.len(),
-        "provider process {reason}"
-    );
     let answered = connection.answered.load(Ordering::Relaxed);
     let _ = events.send(Event::Died { pid: connection.pid, answered, reason });
 }
@@ -618,7 +624,11 @@ fn supervise(shared: Weak<Shared>, events: mpsc::Receiver<Event>, sender: mpsc::
             {
                 let Some(shared) = shared.upgrade() else { return };
                 let name = &shared.name;
-                tracing::warn!(provider = %name, "restarting the provider process in {} ms", delay.as_millis());
+                // A restart at once was announced with the death; a backoff
+                // is news.
+                if !delay.is_zero() {
+                    tracing::warn!(provider = %name, "restarting the provider process in {} ms", delay.as_millis());
+                }
                 let state = if delay.is_zero() {
                     State::Starting
                 } else {
@@ -644,7 +654,7 @@ fn supervise(shared: Weak<Shared>, events: mpsc::Receiver<Event>, sender: mpsc::
             }
             match shared.launch(&sender) {
                 Ok((connection, _)) => {
-                    tracing::warn!(provider = %shared.name, pid = connection.pid, "provider process restarted");
+                    tracing::info!(provider = %shared.name, pid = connection.pid, "provider process restarted");
                     if !shared.set_state(State::Running(connection.clone())) {
                         connection.close();
                         return;
