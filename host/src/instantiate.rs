@@ -10,8 +10,9 @@ use guardhost_abi::{ProviderDescriptor, ProviderFactoryRef};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::c_provider::CFactory;
 use crate::config::{Isolation, ProviderSpec};
-use crate::loader::{self, FileChecks, LoadError, LoadErrorKind};
+use crate::loader::{self, FileChecks, LibraryDescriptor, LoadError, LoadErrorKind};
 use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, MalformedUse, UseTarget};
 
@@ -63,6 +64,9 @@ pub struct ProviderInfo {
     pub source: ProviderSource,
     /// The ABI (major, minor) its descriptor was built with.
     pub abi_version: (u16, u16),
+    /// Which ABI: the Rust one or the C one (`guardhost.h`).
+    #[serde(default)]
+    pub abi_kind: AbiKind,
     /// The config keys its constructor accepts by name.
     pub accepted_keys: Vec<String>,
     /// Whether it accepts other keys too.
@@ -84,6 +88,26 @@ pub struct ProviderInfo {
     /// The SHA-256 of the library bytes loaded (lower-case hex; `None` for
     /// a built-in provider).
     pub sha256: Option<String>,
+}
+
+/// The two provider ABIs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbiKind {
+    /// `guardhost_abi`'s `abi_stable` descriptor.
+    #[default]
+    Rust,
+    /// A `guardhost_descriptor` from `guardhost.h`.
+    C,
+}
+
+impl fmt::Display for AbiKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AbiKind::Rust => "Rust",
+            AbiKind::C => "C",
+        })
+    }
 }
 
 /// A constructed provider and what is known about it.
@@ -227,7 +251,11 @@ pub fn locate_checked(use_: &str, base_dir: &Path, checks: &FileChecks) -> Resul
                 let available = builtins().map(|(name, _)| format!("builtin:{name}")).join(", ");
                 return Err(BuildError::UnknownBuiltin { value: use_.to_owned(), available });
             };
-            Ok(Descriptor { descriptor, source: ProviderSource::Builtin { symbol }, sha256: None })
+            Ok(Descriptor {
+                descriptor: LibraryDescriptor::Rust(descriptor),
+                source: ProviderSource::Builtin { symbol },
+                sha256: None,
+            })
         }
         UseTarget::Library { path, symbol } => {
             let candidates = resolve::library_candidates(&path, base_dir);
@@ -253,7 +281,7 @@ pub fn locate_checked(use_: &str, base_dir: &Path, checks: &FileChecks) -> Resul
 /// and not yet constructed.
 #[derive(Clone)]
 pub struct Descriptor {
-    descriptor: &'static ProviderDescriptor,
+    descriptor: LibraryDescriptor,
     /// Where it came from.
     pub source: ProviderSource,
     /// The SHA-256 of the library bytes loaded (lower-case hex; `None` for
@@ -268,44 +296,76 @@ impl fmt::Debug for Descriptor {
 }
 
 impl Descriptor {
-    fn factory(&self) -> ProviderFactoryRef {
-        self.descriptor.factory
+    /// The Rust factory, or the C one.
+    fn kind(&self) -> Result<ProviderFactoryRef, &'static CFactory> {
+        match self.descriptor {
+            LibraryDescriptor::Rust(descriptor) => Ok(descriptor.factory),
+            LibraryDescriptor::C(factory) => Err(factory),
+        }
     }
 
     /// The provider's name.
     pub fn name(&self) -> &'static str {
-        self.factory().name().as_str()
+        match self.kind() {
+            Ok(factory) => factory.name().as_str(),
+            Err(factory) => factory.name(),
+        }
+    }
+
+    /// Which ABI the descriptor speaks.
+    pub fn abi_kind(&self) -> AbiKind {
+        match self.descriptor {
+            LibraryDescriptor::Rust(_) => AbiKind::Rust,
+            LibraryDescriptor::C(_) => AbiKind::C,
+        }
     }
 
     /// The ABI (major, minor) the library was built against.
     pub fn abi_version(&self) -> (u16, u16) {
-        (self.descriptor.header.abi_major, self.descriptor.header.abi_minor)
+        match self.descriptor {
+            LibraryDescriptor::Rust(descriptor) => (descriptor.header.abi_major, descriptor.header.abi_minor),
+            LibraryDescriptor::C(factory) => factory.abi_version(),
+        }
     }
 
     /// Whether the constructor accepts keys beyond [`Descriptor::accepted_keys`].
     pub fn accepts_extra_keys(&self) -> bool {
-        self.factory().accepts_extra_keys()
+        match self.kind() {
+            Ok(factory) => factory.accepts_extra_keys(),
+            Err(factory) => factory.accepts_extra_keys(),
+        }
     }
 
     /// The config keys the constructor accepts by name, as the library
     /// reports them.
     pub fn accepted_keys(&self) -> Result<Vec<String>, ProviderFailure> {
-        match (self.factory().accepted_keys())() {
-            RResult::ROk(keys) => Ok(keys.into_iter().map(RString::into_string).collect()),
-            RResult::RErr(error) => Err(failure(error)),
+        match self.kind() {
+            Ok(factory) => match (factory.accepted_keys())() {
+                RResult::ROk(keys) => Ok(keys.into_iter().map(RString::into_string).collect()),
+                RResult::RErr(error) => Err(failure(error)),
+            },
+            Err(factory) => Ok(factory.accepted_keys().to_vec()),
         }
     }
 
     /// The decision-metadata keys the provider declares volatile (ABI 1.1;
-    /// none for a 1.0 library).
+    /// none for a 1.0 library or a C one).
     pub fn volatile_metadata_keys(&self) -> Vec<String> {
-        (self.factory().volatile_metadata_keys())().into_iter().map(RString::into_string).collect()
+        match self.kind() {
+            Ok(factory) => {
+                (factory.volatile_metadata_keys())().into_iter().map(RString::into_string).collect()
+            }
+            Err(_) => Vec::new(),
+        }
     }
 
     /// The config keys the provider declares to be paths (ABI 1.2; none
-    /// for an older library).
+    /// for an older library or a C one).
     pub fn path_keys(&self) -> Vec<String> {
-        (self.factory().path_keys())().into_iter().map(RString::into_string).collect()
+        match self.kind() {
+            Ok(factory) => (factory.path_keys())().into_iter().map(RString::into_string).collect(),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// `config` with the relative string values of [`Descriptor::path_keys`]
@@ -330,11 +390,19 @@ impl Descriptor {
     /// Calls the library's constructor with `config` exactly as given: no key
     /// check, no `framework` injection. The host never does this; the
     /// conformance kit does, to see what the library itself does with a key.
-    pub fn construct_raw(&self, config: &Map<String, Value>) -> Result<AbiProvider, ProviderFailure> {
-        let json = Value::Object(config.clone()).to_string();
-        match (self.factory().construct())(RStr::from_str(&json)) {
-            RResult::ROk(object) => Ok(AbiProvider::new(object)),
-            RResult::RErr(error) => Err(failure(error)),
+    pub fn construct_raw(
+        &self,
+        config: &Map<String, Value>,
+    ) -> Result<Arc<dyn GuardrailProvider>, ProviderFailure> {
+        match self.kind() {
+            Ok(factory) => {
+                let json = Value::Object(config.clone()).to_string();
+                match (factory.construct())(RStr::from_str(&json)) {
+                    RResult::ROk(object) => Ok(Arc::new(AbiProvider::new(object))),
+                    RResult::RErr(error) => Err(failure(error)),
+                }
+            }
+            Err(factory) => Ok(Arc::new(factory.create(config)?)),
         }
     }
 
@@ -375,6 +443,7 @@ impl Descriptor {
             name,
             source: self.source.clone(),
             abi_version: self.abi_version(),
+            abi_kind: self.abi_kind(),
             accepted_keys,
             accepts_extra_keys,
             framework_injected,
@@ -384,6 +453,6 @@ impl Descriptor {
             isolation: Isolation::InProcess,
             sha256: self.sha256.clone(),
         };
-        Ok(LoadedProvider { provider: Arc::new(provider), info })
+        Ok(LoadedProvider { provider, info })
     }
 }

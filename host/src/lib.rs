@@ -39,7 +39,9 @@
 //!
 //! - [`config`]: the `guardrails:` section, defaults, `$ENV_VAR` secrets;
 //! - [`resolve`]: parsing `use:` and finding the library file;
-//! - [`loader`]: opening libraries and checking descriptors (all `unsafe`);
+//! - [`loader`]: opening libraries and checking descriptors (`unsafe`);
+//! - [`c_provider`]: providers behind the C ABI, `guardhost.h` (the FFI
+//!   boundary, the only other module with `unsafe`);
 //! - [`permissions`]: who may change a library or config file (`StrictModes`);
 //! - [`mod@instantiate`]: config keys, `framework` injection, construction;
 //! - [`provider`]: the host's provider trait and the ABI adapter;
@@ -53,10 +55,11 @@
 //! - [`jsonl`]: the JSON-lines input of `guardhost run`.
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
-// `unsafe` is allowed in one module only: `loader`.
+// `unsafe` is allowed in two modules only: `loader` and `c_provider`.
 #![deny(unsafe_code)]
 
 pub mod audit;
+pub mod c_provider;
 pub mod config;
 pub mod conformance;
 pub mod instantiate;
@@ -83,9 +86,9 @@ pub use config::{
     Isolation, LoadedConfig, ProviderSpec, ALLOW_INSECURE_CONFIG_VAR,
 };
 pub use instantiate::{
-    instantiate, locate, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,
+    instantiate, locate, AbiKind, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,
 };
-pub use loader::{LoadError, LoadErrorKind};
+pub use loader::{LibraryDescriptor, LoadError, LoadErrorKind};
 pub use middleware::{
     async_handler, AsyncHandler, GuardrailLayer, GuardrailMiddleware, GuardrailService, MiddlewareChain,
     SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult, Verdict,

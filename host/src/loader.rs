@@ -1,11 +1,15 @@
 //! Opening provider libraries and finding their descriptors.
 //!
-//! All of the host's `unsafe` lives here. The checks run in this order, and
-//! each failure has its own [`LoadErrorKind`]: the file exists; its bytes
-//! hold every part their ELF headers declare (not truncated); the OS loader
-//! accepts it; the symbol exists; it starts with the descriptor magic; its
-//! ABI major matches; it was built with `panic = "unwind"`; `abi_stable`
-//! accepts its factory's type layout. Only then is the factory touched.
+//! Most of the host's `unsafe` lives here (the rest is the C ABI boundary in
+//! [`crate::c_provider`]). The checks run in this order, and each failure has
+//! its own [`LoadErrorKind`]: the file exists; its bytes hold every part
+//! their ELF headers declare (not truncated); the OS loader accepts it; the
+//! symbol exists; it starts with one of the two descriptor magics. For a
+//! Rust descriptor: its ABI major matches; it was built with
+//! `panic = "unwind"`; `abi_stable` accepts its factory's type layout. For a
+//! C descriptor (`guardhost.h`): its C ABI major matches; its declared size
+//! covers every field of that major; its name, keys and function pointers
+//! are present and valid. Only then is the factory touched.
 //!
 //! # Libraries are never unloaded
 //!
@@ -23,7 +27,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::c_provider::CFactory;
 use crate::permissions::Subject;
+use guardhost_abi::c_abi::{CDescriptor, CDescriptorHeader, C_ABI_MAJOR, C_DESCRIPTOR_MIN_SIZE, C_MAGIC};
 use guardhost_abi::{
     compat, flags, DescriptorHeader, ProviderDescriptor, ABI_MAJOR, ABI_MINOR, FACTORY_LAYOUT, MAGIC,
 };
@@ -53,7 +59,7 @@ pub enum LoadErrorKind {
         reason: String,
     },
     /// The symbol is not a guardhost provider descriptor.
-    #[error("symbol `{symbol}` is not a guardhost provider descriptor (its first bytes are not the descriptor magic); export providers with `guardhost_abi::export_provider!`")]
+    #[error("symbol `{symbol}` is not a guardhost provider descriptor (its first bytes are neither the Rust nor the C descriptor magic); export a Rust provider with `guardhost_abi::export_provider!`, a C one as a `guardhost_descriptor` initialised with GUARDHOST_DESCRIPTOR_INIT (guardhost.h)")]
     NotADescriptor {
         /// The symbol.
         symbol: String,
@@ -67,6 +73,34 @@ pub enum LoadErrorKind {
         found_minor: u16,
         /// The host's major.
         expected: u16,
+    },
+    /// A C descriptor of another major version of `guardhost.h`.
+    #[error("the provider was built with guardhost.h for C ABI {found_major}.{found_minor}, but this host speaks C ABI {expected}.x; rebuild it with a guardhost.h of C ABI {expected}.x")]
+    CAbiMajorMismatch {
+        /// The library's major.
+        found_major: u16,
+        /// The library's minor.
+        found_minor: u16,
+        /// The host's major.
+        expected: u16,
+    },
+    /// A C descriptor smaller than the ABI's first version.
+    #[error("the C descriptor says it is {size} bytes, but C ABI {major}.0 needs at least {needed}; set `size` with GUARDHOST_DESCRIPTOR_INIT from guardhost.h")]
+    CDescriptorTooSmall {
+        /// Its `size` field.
+        size: u32,
+        /// The smallest size accepted.
+        needed: usize,
+        /// The major version.
+        major: u16,
+    },
+    /// A C descriptor with a missing or unusable field.
+    #[error("the C descriptor's `{field}` {problem}")]
+    CDescriptorInvalid {
+        /// The field (`name`, `evaluate`, `accepted_keys[2]` ...).
+        field: String,
+        /// What is wrong with it.
+        problem: String,
     },
     /// Built with `panic = "abort"`.
     #[error("the library was built with panic = \"abort\": a panic in the provider would abort the whole host instead of becoming a provider error; rebuild it with panic = \"unwind\" (the default)")]
@@ -144,10 +178,28 @@ pub struct Loaded {
     /// The library file (canonical).
     pub path: PathBuf,
     /// Its descriptor, valid for the rest of the process.
-    pub descriptor: &'static ProviderDescriptor,
+    pub descriptor: LibraryDescriptor,
     /// The SHA-256 of the bytes loaded (lower-case hex), when they were read
     /// (`None` only when the file could not be read again).
     pub sha256: Option<String>,
+}
+
+/// A checked descriptor of either ABI, valid for the rest of the process.
+#[derive(Clone, Copy)]
+pub enum LibraryDescriptor {
+    /// A Rust provider (`guardhost_abi::export_provider!`).
+    Rust(&'static ProviderDescriptor),
+    /// A C provider (`guardhost.h`).
+    C(&'static CFactory),
+}
+
+impl std::fmt::Debug for LibraryDescriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LibraryDescriptor::Rust(_) => f.write_str("LibraryDescriptor::Rust"),
+            LibraryDescriptor::C(factory) => f.debug_tuple("LibraryDescriptor::C").field(factory).finish(),
+        }
+    }
 }
 
 /// What is checked about a library file before it is opened.
@@ -234,7 +286,7 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
     drop(path_bytes);
     let key = (origin.clone(), symbol.to_owned());
     if let Some(descriptor) = validated().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(Loaded { path: canonical, descriptor, sha256 });
+        return Ok(Loaded { path: canonical, descriptor: *descriptor, sha256 });
     }
     let library = open(origin, |origin| match (origin, &bytes) {
         (Origin::Digest(digest), Some(bytes)) => open_private_copy(&canonical, bytes, digest),
@@ -435,9 +487,8 @@ fn check_digest(expected: &str, found: &str) -> Result<(), LoadErrorKind> {
 /// Descriptors already checked, by library and symbol. The layout check
 /// costs about 0.1 ms and its answer cannot change: the library stays
 /// mapped, as it was checked, for the rest of the process.
-fn validated() -> &'static Mutex<HashMap<(Origin, String), &'static ProviderDescriptor>> {
-    static VALIDATED: OnceLock<Mutex<HashMap<(Origin, String), &'static ProviderDescriptor>>> =
-        OnceLock::new();
+fn validated() -> &'static Mutex<HashMap<(Origin, String), LibraryDescriptor>> {
+    static VALIDATED: OnceLock<Mutex<HashMap<(Origin, String), LibraryDescriptor>>> = OnceLock::new();
     VALIDATED.get_or_init(Default::default)
 }
 
@@ -491,7 +542,7 @@ fn os_reason(error: &libloading::Error) -> String {
 fn find_descriptor(
     library: &'static libloading::Library,
     symbol: &str,
-) -> Result<&'static ProviderDescriptor, LoadErrorKind> {
+) -> Result<LibraryDescriptor, LoadErrorKind> {
     // SAFETY: we ask for the symbol's address only (the type is a raw
     // pointer, never a function we would call), so no type confusion can
     // happen in `get` itself.
@@ -511,6 +562,9 @@ fn find_descriptor(
     // the one case this read could fault on; exported objects and functions
     // do not end a mapping in practice.)
     let header: DescriptorHeader = unsafe { std::ptr::read_unaligned(address.cast::<DescriptorHeader>()) };
+    if header.magic == C_MAGIC {
+        return find_c_descriptor(address, symbol);
+    }
     if header.magic != MAGIC {
         return Err(LoadErrorKind::NotADescriptor { symbol: symbol.to_owned() });
     }
@@ -549,7 +603,41 @@ fn find_descriptor(
             tracing::debug!("abi_stable layout report for `{symbol}`:\n{report}");
             LoadErrorKind::LayoutMismatch { summary: summarise_layout_errors(&report) }
         })?;
-    Ok(descriptor)
+    Ok(LibraryDescriptor::Rust(descriptor))
+}
+
+/// Checks a descriptor that starts with the C magic: its major, its size,
+/// its alignment, then (in [`CFactory::validate`]) its fields.
+fn find_c_descriptor(address: *const u8, symbol: &str) -> Result<LibraryDescriptor, LoadErrorKind> {
+    // SAFETY: as for the Rust header: the first bytes of an exported symbol
+    // are mapped, and the C header (16 bytes) is no longer than the Rust one
+    // read before this, so reading it cannot fault where that read did not.
+    let header: CDescriptorHeader = unsafe { std::ptr::read_unaligned(address.cast::<CDescriptorHeader>()) };
+    if header.abi_major != C_ABI_MAJOR {
+        return Err(LoadErrorKind::CAbiMajorMismatch {
+            found_major: header.abi_major,
+            found_minor: header.abi_minor,
+            expected: C_ABI_MAJOR,
+        });
+    }
+    if (header.size as usize) < C_DESCRIPTOR_MIN_SIZE {
+        return Err(LoadErrorKind::CDescriptorTooSmall {
+            size: header.size,
+            needed: C_DESCRIPTOR_MIN_SIZE,
+            major: C_ABI_MAJOR,
+        });
+    }
+    if address.align_offset(std::mem::align_of::<CDescriptor>()) != 0 {
+        return Err(LoadErrorKind::NotADescriptor { symbol: symbol.to_owned() });
+    }
+    // SAFETY: the magic and major match, the descriptor declares itself at
+    // least as large as `CDescriptor` (version 1.0 of guardhost.h, which it
+    // mirrors field by field, `#[repr(C)]`), and the address is aligned for
+    // it. Its function pointers are `Option`s, so a NULL one is a valid
+    // value, checked before use. The library is never unloaded.
+    let raw: &'static CDescriptor = unsafe { &*address.cast::<CDescriptor>() };
+    let factory = CFactory::validate(raw)?;
+    Ok(LibraryDescriptor::C(Box::leak(Box::new(factory))))
 }
 
 /// `abi_stable` explains a mismatch in hundreds of lines; keep what

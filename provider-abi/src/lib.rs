@@ -76,6 +76,12 @@
 //! layout check at load time catches a library whose types differ from what
 //! its header claims.
 //!
+//! # Providers in C, C++, Zig or Go
+//!
+//! [`c_abi`] and the header `include/guardhost.h` give the same interface
+//! as a plain C ABI (JSON text in and out); the host accepts either kind of
+//! descriptor under `use:`.
+//!
 //! # Failures
 //!
 //! A provider fails with a [`ProviderError`]: [`ProviderError::error`] (the
@@ -88,6 +94,7 @@
 // `#[sabi_trait]` expands to impls the `non_local_definitions` lint dislikes.
 #![allow(non_local_definitions)]
 
+pub mod c_abi;
 mod descriptor;
 mod error;
 mod keys;

@@ -32,7 +32,7 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode, CliError> {
     println!("guardrail:        installed");
     println!("provider:         {}", info.name);
     println!("source:           {}", info.source);
-    println!("abi:              {}.{}", info.abi_version.0, info.abi_version.1);
+    println!("abi:              {}.{} ({})", info.abi_version.0, info.abi_version.1, info.abi_kind);
     println!("accepted keys:    {keys}{extra}");
     println!(
         "framework:        {}",

@@ -1,0 +1,5 @@
+include!("../../build-support/c_provider.rs");
+
+fn main() {
+    build_provider("c_allowlist", &["c/allowlist.c"], &["CAllowlistProvider"], Language::C);
+}

@@ -1,0 +1,10 @@
+include!("../../build-support/c_provider.rs");
+
+fn main() {
+    build_provider(
+        "cpp_blocked_prefixes",
+        &["cpp/blocked_prefixes.cpp"],
+        &["CppBlockedPrefixes"],
+        Language::Cxx,
+    );
+}
