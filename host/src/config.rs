@@ -47,9 +47,16 @@ impl Default for GuardrailsConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSpec {
-    /// `path/to/libfoo.so:Symbol`, or `builtin:AllowlistProvider`.
-    #[serde(rename = "use")]
+    /// `path/to/libfoo.so:Symbol`, or `builtin:AllowlistProvider`. Empty
+    /// when the provider is a program ([`ProviderSpec::command`]).
+    #[serde(rename = "use", default, skip_serializing_if = "String::is_empty")]
     pub use_: String,
+    /// A provider program instead of a library: its argv (`[python3,
+    /// my_provider.py]`), run with `isolation: process` as the provider
+    /// process. It speaks the provider protocol (`docs/provider-protocol.md`)
+    /// and runs in the config file's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
     /// The constructor's keyword arguments (after `$ENV_VAR` resolution).
     #[serde(default)]
     pub config: Map<String, Value>,
@@ -82,9 +89,10 @@ pub enum Isolation {
     /// segfaults or exits takes the host with it.
     #[default]
     InProcess,
-    /// In a `guardhost provider-server` child process, over pipes: a crash,
-    /// an `exit` or a hang becomes a provider error for the calls in flight
-    /// and the process is restarted.
+    /// In a child process over pipes (`guardhost provider-server`, or the
+    /// program `provider.command` names): a crash, an `exit` or a hang
+    /// becomes a provider error for the calls in flight and the process is
+    /// restarted.
     Process,
 }
 
@@ -107,7 +115,54 @@ impl ProviderSpec {
             allow_insecure_permissions: false,
             timeout_ms: None,
             isolation: Isolation::InProcess,
+            command: None,
         }
+    }
+
+    /// A spec for the provider program `command` (argv), run with
+    /// `isolation: process`, constructed from `config`.
+    pub fn program(command: Vec<String>, config: Map<String, Value>) -> Self {
+        ProviderSpec {
+            command: Some(command),
+            isolation: Isolation::Process,
+            ..ProviderSpec::new("", config)
+        }
+    }
+
+    /// Checks what serde cannot: exactly one of `use:` and `command:`, and
+    /// the keys a program provider needs or cannot have. The message names
+    /// the key and says what to write.
+    pub fn validate(&self) -> Result<(), String> {
+        let Some(command) = &self.command else {
+            if self.use_.is_empty() {
+                return Err("`provider`: missing field `use` (write `use: path/to/libfoo.so:Symbol` or \
+                            `use: builtin:AllowlistProvider`; or, for a provider program, \
+                            `command: [program, args...]` with `isolation: process`)"
+                    .into());
+            }
+            return Ok(());
+        };
+        if !self.use_.is_empty() {
+            return Err("`provider`: give either `use:` (a provider library) or `command:` (a provider \
+                        program), not both"
+                .into());
+        }
+        if command.first().is_none_or(|program| program.trim().is_empty()) {
+            return Err("`provider.command` must name a program and its arguments, e.g. \
+                        `command: [python3, my_provider.py]`"
+                .into());
+        }
+        if self.isolation != Isolation::Process {
+            return Err("`provider.command` runs the provider as a program of its own, which only \
+                        `isolation: process` does; add `isolation: process`"
+                .into());
+        }
+        if self.sha256.is_some() {
+            return Err("`provider.sha256` pins a provider library's bytes; a `command:` provider has no \
+                        library, so remove `sha256`"
+                .into());
+        }
+        Ok(())
     }
 }
 
@@ -268,6 +323,9 @@ impl LoadedConfig {
         // (which may be a secret from the environment).
         let mut guardrails: GuardrailsConfig = guardhost_abi::deserialize_config(section)
             .map_err(|message| ConfigError::Section { origin: name.clone(), message })?;
+        if let Some(spec) = &guardrails.provider {
+            spec.validate().map_err(|message| ConfigError::Section { origin: name.clone(), message })?;
+        }
         if let Some(passport) = guardrails.passport.as_mut() {
             *passport = passport_from(passport, &base_dir);
         }

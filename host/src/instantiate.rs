@@ -42,6 +42,12 @@ pub enum ProviderSource {
         /// The descriptor's symbol.
         symbol: String,
     },
+    /// A provider program (`provider.command`), speaking the provider
+    /// protocol.
+    Program {
+        /// Its argv, as configured.
+        command: Vec<String>,
+    },
 }
 
 impl fmt::Display for ProviderSource {
@@ -51,6 +57,7 @@ impl fmt::Display for ProviderSource {
             ProviderSource::Library { path, symbol } => {
                 write!(f, "library {} (symbol {symbol})", path.display())
             }
+            ProviderSource::Program { command } => write!(f, "program `{}`", command.join(" ")),
         }
     }
 }
@@ -99,6 +106,9 @@ pub enum AbiKind {
     Rust,
     /// A `guardhost_descriptor` from `guardhost.h`.
     C,
+    /// No library: a provider program speaking the provider protocol
+    /// (`abi_version` is then the protocol's version).
+    Protocol,
 }
 
 impl fmt::Display for AbiKind {
@@ -106,6 +116,7 @@ impl fmt::Display for AbiKind {
         f.write_str(match self {
             AbiKind::Rust => "Rust",
             AbiKind::C => "C",
+            AbiKind::Protocol => "provider protocol",
         })
     }
 }
@@ -162,6 +173,22 @@ pub enum BuildError {
         /// What it accepts.
         accepted: String,
     },
+    /// The provider spec contradicts itself (e.g. both `use:` and
+    /// `command:`).
+    #[error("{message}")]
+    Spec {
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A provider program answered `init` with `failed`: it refused its
+    /// config.
+    #[error("the provider program `{program}` refused to start: {message}")]
+    ProgramRefused {
+        /// `provider.command`, joined with spaces.
+        program: String,
+        /// The program's own message.
+        message: String,
+    },
     /// `provider.timeout_ms` could not be set up.
     #[error("{message}")]
     Timeout {
@@ -202,6 +229,11 @@ pub fn instantiate_with(
     base_dir: &Path,
     content_addressed: bool,
 ) -> Result<LoadedProvider, BuildError> {
+    spec.validate().map_err(|message| BuildError::Spec { message })?;
+    if spec.command.is_some() {
+        let (provider, info) = crate::isolation::ProcessProvider::start_program(spec, base_dir)?;
+        return Ok(LoadedProvider { provider: Arc::new(provider), info });
+    }
     if spec.isolation == Isolation::Process {
         let program = crate::isolation::server_program()?;
         let (provider, info) = crate::isolation::ProcessProvider::start(spec, base_dir, program)?;

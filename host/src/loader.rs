@@ -29,6 +29,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::c_provider::CFactory;
 use crate::permissions::Subject;
+use abi_stable::abi_stability::abi_checking::AbiInstabilityErrors;
 use guardhost_abi::c_abi::{CDescriptor, CDescriptorHeader, C_ABI_MAJOR, C_DESCRIPTOR_MIN_SIZE, C_MAGIC};
 use guardhost_abi::{
     compat, flags, DescriptorHeader, ProviderDescriptor, ABI_MAJOR, ABI_MINOR, FACTORY_LAYOUT, MAGIC,
@@ -599,9 +600,8 @@ fn find_descriptor(
     abi_stable::abi_stability::abi_checking::check_layout_compatibility(expected, descriptor.layout)
         .map_err(|errors| {
             // Format now: the report borrows strings from the library.
-            let report = errors.to_string();
-            tracing::debug!("abi_stable layout report for `{symbol}`:\n{report}");
-            LoadErrorKind::LayoutMismatch { summary: summarise_layout_errors(&report) }
+            tracing::debug!("abi_stable layout report for `{symbol}`:\n{errors}");
+            LoadErrorKind::LayoutMismatch { summary: describe_layout_errors(&errors) }
         })?;
     Ok(LibraryDescriptor::Rust(descriptor))
 }
@@ -640,41 +640,107 @@ fn find_c_descriptor(address: *const u8, symbol: &str) -> Result<LibraryDescript
     Ok(LibraryDescriptor::C(Box::leak(Box::new(factory))))
 }
 
-/// `abi_stable` explains a mismatch in hundreds of lines; keep what
-/// differs: each `Error:` with its `Expected:` and `Found:` values.
-fn summarise_layout_errors(report: &str) -> String {
-    let lines: Vec<&str> = report.lines().map(str::trim).collect();
-    let value_after = |start: usize, label: &str| -> Option<&str> {
-        let at = lines[start..].iter().position(|l| *l == label)? + start;
-        lines[at + 1..].iter().find(|l| !l.is_empty()).copied()
-    };
+/// `abi_stable` explains a mismatch in hundreds of lines; say what an
+/// author can act on: which type differs, reached through which fields, and
+/// how ("`ProviderFactory` → field `evaluate` → ...: 3 fields here, 4 in the
+/// provider"), at most three differences. A provider built against another
+/// major version of guardhost-abi is named as such, with the fix.
+fn describe_layout_errors(errors: &AbiInstabilityErrors) -> String {
+    use abi_stable::abi_stability::abi_checking::AbiInstability as Ai;
     let mut found: Vec<String> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let Some(error) = line.strip_prefix("Error:") else { continue };
-        let mut item = error.trim().to_owned();
-        if let (Some(expected), Some(actual)) = (value_after(i, "Expected:"), value_after(i, "Found:")) {
-            item.push_str(&format!(" (expected `{expected}`, found `{actual}`)"));
-        }
-        if !found.contains(&item) {
-            found.push(item);
+    for error in errors.errors.iter() {
+        let place = place(errors.interface, &error.stack_trace);
+        for difference in error.errs.iter() {
+            let what = match difference {
+                Ai::PackageVersion(v) => {
+                    return format!(
+                        "the provider was built against guardhost-abi {}, this host against guardhost-abi {}; \
+                         rebuild the provider against guardhost-abi {}.x (the crate's major version is the ABI's)",
+                        v.found, v.expected, ABI_MAJOR
+                    )
+                }
+                Ai::Package(v) => format!("the type comes from crate `{}` here, `{}` in the provider", v.expected, v.found),
+                Ai::Name(v) => format!("the type is `{}` here, `{}` in the provider", v.expected, v.found),
+                Ai::Size(v) => format!("{} bytes here, {} in the provider", v.expected, v.found),
+                Ai::Alignment(v) => format!("aligned to {} here, {} in the provider", v.expected, v.found),
+                Ai::FieldCountMismatch(v) => format!("{} fields here, {} in the provider", v.expected, v.found),
+                Ai::UnexpectedField(v) => format!(
+                    "field `{}: {}` here, `{}: {}` in the provider",
+                    v.expected.name(),
+                    v.expected.full_type(),
+                    v.found.name(),
+                    v.found.full_type()
+                ),
+                Ai::TooManyVariants(v) => format!("{} variants here, {} in the provider", v.expected, v.found),
+                Ai::UnexpectedVariant(v) => format!("variant `{}` here, `{}` in the provider", v.expected, v.found),
+                Ai::MismatchedPrimitive(v) => format!("{:?} here, {:?} in the provider", v.expected, v.found),
+                Ai::MismatchedPrefixSize(v) => {
+                    format!("a prefix of {} fields here, {} in the provider", v.expected, v.found)
+                }
+                other => {
+                    let debug = format!("{other:?}");
+                    let variant = debug.split(['(', ' ', '{']).next().unwrap_or("a difference").to_owned();
+                    format!("{variant} (GUARDHOST_LOG=debug prints abi_stable's full report)")
+                }
+            };
+            let item = format!("{place}: {what}");
+            if !found.contains(&item) {
+                found.push(item);
+            }
         }
     }
     if found.is_empty() {
-        found.push(lines.iter().find(|l| !l.is_empty()).unwrap_or(&"unknown difference").to_string());
+        return "abi_stable found a difference it did not describe (GUARDHOST_LOG=debug prints its full report)"
+            .to_owned();
     }
     let shown = found.len().min(3);
     let mut summary = found[..shown].join("; ");
     if found.len() > shown {
         summary.push_str(&format!("; and {} more", found.len() - shown));
     }
-    summary.push_str(" (GUARDHOST_LOG=debug prints abi_stable's full report)");
     summary
+}
+
+/// Where a difference is: the type that differs, and the names of the
+/// fields and functions that lead to it from the factory, leaving out
+/// `abi_stable`'s own plumbing (`__returns`, `field_0`, `vtable` ...):
+/// "`Reason` (via `construct` → `evaluate` → `reasons`)".
+fn place(
+    root: &'static abi_stable::type_layout::TypeLayout,
+    trace: &[abi_stable::abi_stability::abi_checking::ExpectedFound<
+        abi_stable::type_layout::TLFieldOrFunction,
+    >],
+) -> String {
+    use abi_stable::type_layout::TLFieldOrFunction;
+    let plumbing = |name: &str| {
+        name.starts_with("__")
+            || name.starts_with("field_")
+            || name.parse::<usize>().is_ok()
+            || matches!(name, "obj" | "vtable" | "buffer" | "ptr" | "inner")
+    };
+    let mut target = root.name();
+    let mut via: Vec<String> = Vec::new();
+    for step in trace {
+        let name = match &step.expected {
+            TLFieldOrFunction::Field(field) => {
+                target = field.layout().name();
+                field.name().to_owned()
+            }
+            TLFieldOrFunction::Function(function) => function.name.as_str().to_owned(),
+        };
+        if !plumbing(&name) && via.last() != Some(&name) {
+            via.push(name);
+        }
+    }
+    if via.is_empty() {
+        format!("`{target}`")
+    } else {
+        format!("`{target}` (via `{}`)", via.join("` → `"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::summarise_layout_errors;
-
     /// A 32-bit big-endian ELF file of `len` bytes with one `PT_LOAD`
     /// segment of `filesz` bytes at offset 0x100.
     #[cfg(all(unix, not(target_vendor = "apple")))]
@@ -715,19 +781,5 @@ mod tests {
         assert!(reason.contains("ELF class byte is 7"), "{reason}");
         // Not ELF at all: left to the OS loader, which names its reason.
         assert_eq!(check_whole(b"this is not a shared object"), Ok(()));
-    }
-
-    #[test]
-    fn the_summary_keeps_errors_with_expected_and_found() {
-        let report = "Compared <this>:\n  type:A\n\nError:mismatched type\nExpected:\n    ProviderFactory\nFound:\n    OldFactory\n";
-        assert_eq!(
-            summarise_layout_errors(report),
-            "mismatched type (expected `ProviderFactory`, found `OldFactory`) (GUARDHOST_LOG=debug prints abi_stable's full report)"
-        );
-    }
-
-    #[test]
-    fn a_report_without_errors_lines_keeps_its_first_line() {
-        assert!(summarise_layout_errors("\nsomething odd\n").starts_with("something odd"));
     }
 }

@@ -113,7 +113,7 @@ impl Watched {
     fn of(config: &Path, guardrail: Option<&Guardrail>, written: Option<&Path>) -> Watched {
         let library = guardrail.and_then(|g| match &g.info.source {
             ProviderSource::Library { path, .. } => Some((path.clone(), Stamp::of(path))),
-            ProviderSource::Builtin { .. } => None,
+            ProviderSource::Builtin { .. } | ProviderSource::Program { .. } => None,
         });
         let written =
             written.filter(|_| library.is_some()).map(|path| (path.to_path_buf(), Written::of(path)));

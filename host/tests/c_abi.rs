@@ -215,23 +215,7 @@ fn every_provider_made_is_destroyed_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_concurrent_async_calls_on_one_c_provider() {
     let middleware = GuardrailMiddleware::new(c_allowlist(json!({"denied_tools": ["bash"]})).provider);
-    let tasks: Vec<_> = (0..64)
-        .map(|i| {
-            let middleware = middleware.clone();
-            tokio::spawn(async move {
-                for j in 0..50 {
-                    let tool = if (i + j) % 3 == 0 { "bash".to_owned() } else { format!("tool-{i}-{j}") };
-                    let message =
-                        middleware.awrap_tool_call(call(&tool), support::ran_handler()).await.unwrap();
-                    let expected = if tool == "bash" { ToolStatus::Error } else { ToolStatus::Success };
-                    assert_eq!(message.status, expected, "{tool}");
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    support::bash_denied_under_async_load(middleware, 64, 50).await;
 }
 
 #[test]

@@ -265,3 +265,54 @@ fn the_command_exits_0_1_or_2_and_writes_every_format() {
     let unwritable = cli(&["conformance", &allowlist, "--output", "/nonexistent-dir/report.txt"]);
     assert_eq!(unwritable.status.code(), Some(2));
 }
+
+#[test]
+fn hints_name_the_options_of_whoever_runs_the_kit() {
+    use std::os::unix::fs::PermissionsExt;
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let library = shared.join("liballowlist.so");
+    std::fs::copy(support::library("guardhost_allowlist"), &library).unwrap();
+    let use_ = format!("{}:AllowlistProvider", library.display());
+
+    // The Rust API: its own option, never the YAML key or a flag.
+    let report = conformance::run(&use_, &Map::new(), &options());
+    let load = report.case(CaseId::Load).unwrap();
+    assert_eq!(load.status, Status::Fail);
+    assert!(load.reason.ends_with(", or set `Options::allow_insecure_permissions`"), "{}", load.reason);
+    assert!(!load.reason.contains("provider.allow_insecure_permissions"), "{}", load.reason);
+    let report =
+        conformance::run(&use_, &Map::new(), &Options { allow_insecure_permissions: true, ..options() });
+    assert!(report.passed(), "{}", report.to_text());
+    let refused = conformance::run(
+        &use_,
+        &object(json!({"deny_tools": []})),
+        &Options { allow_insecure_permissions: true, ..options() },
+    );
+    let config = refused.case(CaseId::ConstructionConfig).unwrap();
+    assert!(
+        config.reason.ends_with("; pass a config the provider accepts (the `config` argument)"),
+        "{}",
+        config.reason
+    );
+
+    // The command: its flags.
+    let quick = ["--iterations", "500", "--latency-budget-us", "50000"];
+    let output = cli(&[&["conformance", use_.as_str()][..], &quick].concat());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains(", or pass --allow-insecure-permissions"), "{text}");
+    let output = cli(&[&["conformance", use_.as_str(), "--allow-insecure-permissions"][..], &quick].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stdout));
+    let output = cli(&[
+        &["conformance", use_.as_str(), "--allow-insecure-permissions"][..],
+        &quick,
+        &["--config", r#"{"deny_tools": []}"#],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("; pass a config the provider accepts with --config or --config-file"), "{text}");
+}

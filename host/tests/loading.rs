@@ -151,9 +151,9 @@ fn a_panic_abort_library_is_refused() {
 fn a_layout_mismatch_is_summarised() {
     let (error, text) = load_error(&use_of("guardhost_bad_descriptors", "WrongLayout"));
     let LoadErrorKind::LayoutMismatch { summary } = kind(&error) else { panic!("{error:?}") };
-    assert!(
-        summary.starts_with("mismatched type (expected `ProviderFactory`, found `OldFactory`)"),
-        "{summary}"
+    assert_eq!(
+        summary,
+        "`ProviderFactory`: the type is `ProviderFactory` here, `OldFactory` in the provider"
     );
     assert!(text.contains("do not match this host's ABI layout"), "{text}");
 }

@@ -65,6 +65,9 @@
 //!
 //! # Versioning
 //!
+//! The crate's major version is [`ABI_MAJOR`]: a provider built against any
+//! guardhost-abi 1.x loads in every host of ABI major 1 (README.md has the
+//! whole compatibility policy, CHANGELOG.md the ABI minor of each release).
 //! A library is loaded only by a host with the same [`ABI_MAJOR`]. Within a
 //! major version, minor versions may only append fields to
 //! [`ProviderFactory`] below its last prefix field; a host reads such a field
@@ -93,6 +96,11 @@
 #![deny(missing_docs)]
 // `#[sabi_trait]` expands to impls the `non_local_definitions` lint dislikes.
 #![allow(non_local_definitions)]
+
+/// The README's example compiles (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
 
 pub mod c_abi;
 mod descriptor;

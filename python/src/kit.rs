@@ -10,15 +10,19 @@ use crate::convert::config_map;
 /// (`guardhost conformance --format json`). `quick` uses the kit's quick
 /// options (fewer iterations, a 50 ms latency budget).
 #[pyfunction]
-#[pyo3(signature = (use_, config=None, quick=false, threads=None, iterations=None, latency_budget_us=None))]
+#[pyo3(signature = (use_, config=None, quick=false, threads=None, iterations=None, latency_budget_us=None,
+                    allow_insecure_permissions=false, command=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn conformance_json(
     py: Python<'_>,
-    use_: String,
+    use_: Option<String>,
     config: Option<&Bound<'_, PyAny>>,
     quick: bool,
     threads: Option<usize>,
     iterations: Option<usize>,
     latency_budget_us: Option<u64>,
+    allow_insecure_permissions: bool,
+    command: Option<Vec<String>>,
 ) -> PyResult<(String, String)> {
     let config = config_map(config, "config")?;
     let mut options = if quick { Options::quick() } else { Options::default() };
@@ -31,6 +35,18 @@ pub(crate) fn conformance_json(
     if let Some(us) = latency_budget_us {
         options.latency_budget = std::time::Duration::from_micros(us);
     }
-    let report = py.allow_threads(|| conformance::run(&use_, &config, &options));
+    options.allow_insecure_permissions = allow_insecure_permissions;
+    options.caller = conformance::Caller::Python;
+    let report = match (use_, command) {
+        (Some(use_), None) => py.allow_threads(|| conformance::run(&use_, &config, &options)),
+        (None, Some(command)) if !command.is_empty() => {
+            py.allow_threads(|| conformance::run_program(&command, &config, &options))
+        }
+        _ => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "conformance takes a provider library (use=...) or a provider program (command=[...]), exactly one of them",
+            ))
+        }
+    };
     Ok((report.to_json(), report.to_text()))
 }

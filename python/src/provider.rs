@@ -127,7 +127,7 @@ impl Provider {
     /// joined to `base_dir`, default: the working directory).
     #[new]
     #[pyo3(signature = (use_, config=None, *, isolation=None, timeout_ms=None, sha256=None,
-                        allow_insecure_permissions=false, base_dir=None, program=None,
+                        allow_insecure_permissions=false, base_dir=None, program=None, command=None,
                         decision_cls, reason_cls, interrupt))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -140,6 +140,7 @@ impl Provider {
         allow_insecure_permissions: bool,
         base_dir: Option<PathBuf>,
         program: Option<PathBuf>,
+        command: Option<Vec<String>>,
         decision_cls: Py<PyAny>,
         reason_cls: Py<PyAny>,
         interrupt: Py<PyAny>,
@@ -156,7 +157,8 @@ impl Provider {
                 )));
             }
         };
-        let spec = ProviderSpec { use_, config, sha256, allow_insecure_permissions, timeout_ms, isolation };
+        let spec =
+            ProviderSpec { use_, config, sha256, allow_insecure_permissions, timeout_ms, isolation, command };
         let base_dir = absolute_base(base_dir);
         let LoadedProvider { provider, info } =
             py.allow_threads(|| instantiate(&spec, &base_dir, program)).map_err(build_error)?;

@@ -164,6 +164,33 @@ def test_conformance_fails_a_bad_provider(test_so):
     assert not missing.passed and missing.failures()[0]["id"] == "load"
 
 
+def test_conformance_of_a_provider_program_and_hints_in_python_terms(tmp_path, allowlist_so):
+    import pathlib
+    import shutil
+    import sys
+
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python-provider" / "allowlist_provider.py"
+    report = guardhost.conformance(command=[sys.executable, str(example)], config={"denied_tools": ["bash"]}, quick=True, iterations=200)
+    assert report.passed, report.text
+    assert report["provider"] == "py-allowlist"
+    refused = guardhost.conformance(command=[sys.executable, str(example)], config={"deny_tools": ["bash"]}, quick=True)
+    assert not refused.passed
+    assert refused.failures()[0]["reason"].endswith("pass a config the provider accepts (`config=`)")
+    # A library others may change: refused, and the hint is this function's own argument.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    library = shared / "liballowlist.so"
+    shutil.copy(allowlist_so.rsplit(":", 1)[0], library)
+    insecure = guardhost.conformance(f"{library}:AllowlistProvider", quick=True, iterations=200)
+    assert not insecure.passed
+    assert insecure.failures()[0]["reason"].endswith("or pass `allow_insecure_permissions=True`"), insecure.failures()[0]["reason"]
+    allowed = guardhost.conformance(f"{library}:AllowlistProvider", quick=True, iterations=200, allow_insecure_permissions=True)
+    assert allowed.passed, allowed.text
+    with pytest.raises(TypeError, match="exactly one of them"):
+        guardhost.conformance("builtin:AllowlistProvider", command=["python3", "x.py"])
+
+
 def test_the_gil_is_released_while_a_provider_decides(test_so):
     # Two decisions that can only finish together ("meet": each waits for
     # the other inside the provider) finish from two Python threads only if

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import pathlib
+import sys
 
 import pytest
 
@@ -141,3 +143,31 @@ def test_a_hang_under_a_timeout_is_a_provider_error(test_so, path):
 def test_the_isolated_provider_reports_the_construction_error(test_so):
     with pytest.raises(guardhost.BuildError, match="limit must be at most 10"):
         GuardhostProvider(use=test_so("FrameworkAwareProvider"), config={"limit": 11}, isolation="process")
+
+
+EXAMPLE_PROGRAM = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python-provider" / "allowlist_provider.py"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_provider_program_through_guardhost_provider(path):
+    p = GuardhostProvider(command=[sys.executable, str(EXAMPLE_PROGRAM)], config={"denied_tools": ["bash"]}, timeout_ms=3000)
+    assert p.name == "py-allowlist"
+    assert p.info["isolation"] == "process" and p.info["source"] == {"kind": "program", "command": [sys.executable, str(EXAMPLE_PROGRAM)]}
+    assert decide(p, path, "ls").allow
+    denied = decide(p, path, "bash")
+    assert (denied.allow, denied.reasons[0].message) == (False, "tool 'bash' is denied")
+
+
+def test_a_provider_program_refusing_its_config_raises_build_error():
+    with pytest.raises(guardhost.BuildError, match=r"refused to start: `denied_tools\[0\]` must be a string \(a tool name\), found a number"):
+        GuardhostProvider(command=[sys.executable, str(EXAMPLE_PROGRAM)], config={"denied_tools": [1]})
+    with pytest.raises(TypeError, match="exactly one of them"):
+        GuardhostProvider(use="builtin:AllowlistProvider", command=["python3", "x.py"])
+
+
+def test_the_langchain_middleware_takes_a_provider_program():
+    from guardhost.langchain import GuardrailMiddleware
+
+    middleware = GuardrailMiddleware(command=[sys.executable, str(EXAMPLE_PROGRAM)], provider_config={"denied_tools": ["bash"]})
+    assert middleware.guardrail is not None
+    assert middleware.guardrail.info["source"]["kind"] == "program"

@@ -32,13 +32,23 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode, CliError> {
     println!("guardrail:        installed");
     println!("provider:         {}", info.name);
     println!("source:           {}", info.source);
-    println!("abi:              {}.{} ({})", info.abi_version.0, info.abi_version.1, info.abi_kind);
-    println!("accepted keys:    {keys}{extra}");
-    println!(
-        "framework:        {}",
-        if info.framework_injected { "injected (\"deerflow\")" } else { "not injected" }
-    );
+    let program = info.abi_kind == guardhost::AbiKind::Protocol;
+    if program {
+        println!("protocol:         {} (provider protocol)", info.abi_version.0);
+        println!("accepted keys:    checked by the program itself");
+        println!("framework:        sent in init (\"deerflow\")");
+    } else {
+        println!("abi:              {}.{} ({})", info.abi_version.0, info.abi_version.1, info.abi_kind);
+        println!("accepted keys:    {keys}{extra}");
+        println!(
+            "framework:        {}",
+            if info.framework_injected { "injected (\"deerflow\")" } else { "not injected" }
+        );
+    }
     match info.isolation {
+        guardhost::Isolation::Process if program => {
+            println!("isolation:        process (the program itself, restarted when it dies)")
+        }
         guardhost::Isolation::Process => {
             println!(
                 "isolation:        process (a `guardhost provider-server` child, restarted when it dies)"

@@ -25,8 +25,14 @@ pub enum Format {
 pub struct ConformanceArgs {
     /// The provider, exactly as after `use:` in YAML: `path/to/libfoo.so:Symbol`
     /// (relative to the current directory) or `builtin:AllowlistProvider`.
-    #[arg(value_name = "USE")]
-    use_: String,
+    /// Or, instead, a provider program after `--`:
+    /// `guardhost conformance -- python3 my_provider.py`.
+    #[arg(value_name = "USE", required_unless_present = "command")]
+    use_: Option<String>,
+    /// A provider program and its arguments, as `provider.command` gives
+    /// them (after `--`), run in the current directory.
+    #[arg(last = true, value_name = "PROGRAM", conflicts_with = "use_")]
+    command: Vec<String>,
     /// The provider's config (what goes under `provider.config:`), as JSON or
     /// YAML flow text, e.g. '{"denied_tools": ["bash"]}'. Default: {}.
     #[arg(long, value_name = "JSON", conflicts_with = "config_file")]
@@ -57,6 +63,11 @@ pub struct ConformanceArgs {
     #[arg(long, value_name = "N", default_value_t = 4096,
           value_parser = clap::value_parser!(u64).range(1..=(u64::MAX >> 10)))]
     memory_budget_kib: u64,
+    /// Load the library even when another user could change it, a
+    /// directory or a link on its path (refused by default, as the host
+    /// refuses it without `provider.allow_insecure_permissions`).
+    #[arg(long)]
+    allow_insecure_permissions: bool,
     /// A call that takes longer is abandoned and reported as hung.
     #[arg(long, value_name = "N", default_value_t = 2000)]
     call_timeout_ms: u64,
@@ -74,6 +85,8 @@ pub fn run(args: ConformanceArgs) -> Result<ExitCode, CliError> {
         latency_budget: Duration::from_micros(args.latency_budget_us),
         memory_budget: args.memory_budget_kib << 10,
         call_timeout: Duration::from_millis(args.call_timeout_ms.max(1)),
+        allow_insecure_permissions: args.allow_insecure_permissions,
+        caller: conformance::Caller::Cli,
         ..Options::default()
     };
     // Open the output first: a kit run is wasted if its report cannot be kept.
@@ -85,7 +98,10 @@ pub fn run(args: ConformanceArgs) -> Result<ExitCode, CliError> {
             })?),
             None => None,
         };
-    let report = conformance::run(&args.use_, &config, &options);
+    let report = match &args.use_ {
+        Some(use_) => conformance::run(use_, &config, &options),
+        None => conformance::run_program(&args.command, &config, &options),
+    };
     let text = match args.format {
         Format::Text => report.to_text(),
         Format::Json => report.to_json(),

@@ -12,7 +12,7 @@ use crate::provider::ProviderFailure;
 pub(crate) const UNKNOWN_KEY: &str = "guardhost_conformance_unknown_key";
 
 /// Values of the wrong type for almost any config key.
-fn bad_values() -> [Value; 3] {
+pub(crate) fn bad_values() -> [Value; 3] {
     [json!({"guardhost_conformance": [true, null]}), json!(-1), json!("\u{0}")]
 }
 
@@ -38,7 +38,7 @@ fn construct_raw(
     }
 }
 
-fn with(config: &Map<String, Value>, key: &str, value: Value) -> Map<String, Value> {
+pub(crate) fn with(config: &Map<String, Value>, key: &str, value: Value) -> Map<String, Value> {
     let mut config = config.clone();
     config.insert(key.to_owned(), value);
     config
@@ -84,8 +84,9 @@ pub(crate) fn check(
                 shorten(&message, 500)
             )),
             Ok(Err(error)) => Finding::fail(format!(
-                "{}; pass a config the provider accepts with --config or --config-file",
-                shorten(&error.to_string(), 500)
+                "{}; {}",
+                shorten(&error.to_string(), 500),
+                options.caller.config_hint()
             )),
             Err(no_answer) => Finding::fail(format!(
                 "the constructor did not return ({no_answer}); a constructor must not block"
@@ -104,7 +105,7 @@ pub(crate) fn check(
     loaded
 }
 
-fn name(name: &str) -> Finding {
+pub(crate) fn name(name: &str) -> Finding {
     if name.trim().is_empty() {
         return Finding::fail(
             "the provider's name is empty; set `const NAME` to a short name operators will recognise in logs",

@@ -146,7 +146,12 @@ fn no_answers(outcomes: &[Outcome]) -> BTreeSet<usize> {
 }
 
 /// Runs every evaluation case against `loaded`.
-pub(crate) fn check(recorder: &mut Recorder, loaded: &LoadedProvider, options: &Options) {
+pub(crate) fn check(
+    recorder: &mut Recorder,
+    loaded: &LoadedProvider,
+    options: &Options,
+    resident: &measure::Resident,
+) {
     let provider = &loaded.provider;
     let volatile = Arc::new(loaded.info.volatile_metadata_keys.clone());
     let probes = Arc::new(corpus());
@@ -257,7 +262,7 @@ pub(crate) fn check(recorder: &mut Recorder, loaded: &LoadedProvider, options: &
         .filter(|(i, (p, _))| p.everyday && !hung.contains(i))
         .map(|(i, (p, o))| (p.clone(), (!unstable.contains(&i)).then(|| o.clone())))
         .unzip();
-    measure::check(recorder, provider, everyday, baseline, &volatile, options);
+    measure::check(recorder, provider, everyday, baseline, &volatile, options, resident);
 }
 
 /// The corpus case from the first pass.

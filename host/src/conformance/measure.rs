@@ -12,11 +12,26 @@ use super::evaluation::Outcome;
 use super::{CaseId, Finding, Options, Recorder};
 use crate::provider::GuardrailProvider;
 
+/// Reads the resident memory of the process the provider's code runs in,
+/// in bytes: this one for a library, the child for a provider program.
+pub(crate) type Resident = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
+
+/// The resident memory of this process.
+pub(crate) fn this_process() -> Resident {
+    Arc::new(resident_bytes)
+}
+
+/// The resident memory of the process `pid()` names at the time of asking.
+pub(crate) fn child_process(pid: impl Fn() -> Option<u32> + Send + Sync + 'static) -> Resident {
+    Arc::new(move || Some(status_kib(&format!("/proc/{}/status", pid()?), "VmRSS")? * 1024))
+}
+
 /// What the measured checks share.
 struct Workload {
     provider: Arc<dyn GuardrailProvider>,
     probes: Arc<Vec<Probe>>,
     options: Options,
+    resident: Resident,
 }
 
 impl Workload {
@@ -40,11 +55,17 @@ pub(crate) fn check(
     baseline: Vec<Option<Outcome>>,
     volatile: &Arc<Vec<String>>,
     options: &Options,
+    resident: &Resident,
 ) {
     let (stable, stable_baseline): (Vec<Probe>, Vec<Outcome>) =
         probes.iter().zip(baseline).filter_map(|(p, o)| Some((p.clone(), o?))).unzip();
     let workload = |probes: Vec<Probe>| {
-        Arc::new(Workload { provider: provider.clone(), probes: Arc::new(probes), options: options.clone() })
+        Arc::new(Workload {
+            provider: provider.clone(),
+            probes: Arc::new(probes),
+            options: options.clone(),
+            resident: resident.clone(),
+        })
     };
     recorder.check(CaseId::ThreadSafety, || {
         if stable.is_empty() {
@@ -245,7 +266,12 @@ fn resident_bytes() -> Option<u64> {
 /// (`VmRSS`: resident now; `VmHWM`: the resident high-water mark); `None`
 /// where the OS does not tell (anything but Linux).
 pub fn memory_kib(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status_kib("/proc/self/status", field)
+}
+
+/// A memory figure from a `/proc/<pid>/status` file, in KiB.
+fn status_kib(path: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(path).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
     line.trim().trim_end_matches("kB").trim().parse().ok()
 }
@@ -260,8 +286,8 @@ fn size(bytes: u64) -> String {
 }
 
 fn memory(work: &Arc<Workload>) -> Finding {
-    if resident_bytes().is_none() {
-        return Finding::skip("resident memory cannot be read on this platform (needs /proc/self/status)");
+    if (work.resident)().is_none() {
+        return Finding::skip("resident memory cannot be read on this platform (needs /proc/<pid>/status)");
     }
     let half = (work.options.iterations / 2).max(1);
     let limit = work.options.case_time_limit;
@@ -285,13 +311,13 @@ fn memory(work: &Arc<Workload>) -> Finding {
         };
         run((half / 5).max(100), &mut done);
         let warm_up = done;
-        let mut marks = vec![resident_bytes()];
+        let mut marks = vec![(work.resident)()];
         let mut halves = Vec::new();
         for _ in 0..2 {
             let before = done;
             run(half, &mut done);
             halves.push(done - before);
-            marks.push(resident_bytes());
+            marks.push((work.resident)());
         }
         (marks, done - warm_up, halves)
     });

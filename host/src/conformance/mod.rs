@@ -32,6 +32,7 @@ mod construction;
 pub mod corpus;
 mod evaluation;
 mod measure;
+mod program;
 mod report;
 
 use std::path::{Path, PathBuf};
@@ -39,7 +40,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use crate::instantiate::locate;
+use crate::instantiate::{locate_checked, BuildError};
+use crate::loader::{FileChecks, LoadError, LoadErrorKind};
 
 pub use measure::memory_kib;
 pub use report::{Case, CaseId, Report, Status};
@@ -62,6 +64,45 @@ pub struct Options {
     /// `thread_safety`, `latency` and `memory` stop early (and say so) when
     /// they run longer than this, so a slow provider cannot stall the kit.
     pub case_time_limit: Duration,
+    /// Load a library even when another user could change it (refused by
+    /// default, as the host refuses it).
+    pub allow_insecure_permissions: bool,
+    /// Who runs the kit, so that its hints name options that exist there.
+    pub caller: Caller,
+}
+
+/// Who runs the kit: its hints name that caller's own way of passing a
+/// config or allowing an insecure library, never another's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Caller {
+    /// Rust code calling [`run`] or [`run_program`].
+    #[default]
+    Library,
+    /// The `guardhost conformance` command.
+    Cli,
+    /// The Python package's `guardhost.conformance`.
+    Python,
+}
+
+impl Caller {
+    /// How to pass another config.
+    pub(crate) fn config_hint(self) -> &'static str {
+        match self {
+            Caller::Library => "pass a config the provider accepts (the `config` argument)",
+            Caller::Cli => "pass a config the provider accepts with --config or --config-file",
+            Caller::Python => "pass a config the provider accepts (`config=`)",
+        }
+    }
+
+    /// How to accept a library that others could change.
+    fn insecure_hint(self) -> &'static str {
+        match self {
+            Caller::Library => "or set `Options::allow_insecure_permissions`",
+            Caller::Cli => "or pass --allow-insecure-permissions",
+            Caller::Python => "or pass `allow_insecure_permissions=True`",
+        }
+    }
 }
 
 impl Default for Options {
@@ -73,6 +114,8 @@ impl Default for Options {
             memory_budget: 4 << 20,
             call_timeout: Duration::from_secs(2),
             case_time_limit: Duration::from_secs(10),
+            allow_insecure_permissions: false,
+            caller: Caller::Library,
         }
     }
 }
@@ -177,11 +220,21 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
     let mut report =
         Report { use_: use_.to_owned(), provider: None, abi_version: None, cases: Vec::new(), seconds: 0.0 };
     let mut located = None;
-    recorder.check(CaseId::Load, || match locate(use_, Path::new(".")) {
+    let checks =
+        FileChecks { allow_insecure_permissions: options.allow_insecure_permissions, ..Default::default() };
+    recorder.check(CaseId::Load, || match locate_checked(use_, Path::new("."), &checks) {
         Ok(descriptor) => {
             let finding = Finding::pass(format!("loaded {}", descriptor.source));
             located = Some(descriptor);
             finding
+        }
+        // The loader's hint names the YAML key, which the kit has not.
+        Err(BuildError::Load(LoadError { path, symbol, kind: LoadErrorKind::Permissions(problem) })) => {
+            Finding::fail(format!(
+                "cannot load provider `{symbol}` from {}: {problem}, {}",
+                path.display(),
+                options.caller.insecure_hint()
+            ))
         }
         Err(error) => Finding::fail(error.to_string()),
     });
@@ -193,8 +246,39 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
             report.abi_version = Some(format!("{major}.{minor}"));
             match construction::check(&mut recorder, &descriptor, config, options) {
                 None => recorder.skip_rest("the provider could not be constructed (see construction.config)"),
-                Some(loaded) => evaluation::check(&mut recorder, &loaded, options),
+                Some(loaded) => evaluation::check(&mut recorder, &loaded, options, &measure::this_process()),
             }
+        }
+    }
+    report.cases = recorder.cases;
+    report.seconds = report::seconds(started.elapsed());
+    report
+}
+
+/// Runs every check against the provider program `command` (its argv, as
+/// `provider.command` gives it), started as the host starts it with
+/// `isolation: process`, in the current directory, with `config`. The
+/// descriptor cases that concern a library's declarations are skipped (a
+/// program checks its own keys); the construction cases start it with an
+/// unknown key and with wrongly typed values, and a program that crashes or
+/// hangs instead of answering `failed` fails them; the memory case measures
+/// the program's process.
+pub fn run_program(command: &[String], config: &Map<String, Value>, options: &Options) -> Report {
+    let started = Instant::now();
+    let mut recorder = Recorder { cases: Vec::new() };
+    let mut report = Report {
+        use_: format!("command: {}", command.join(" ")),
+        provider: None,
+        abi_version: None,
+        cases: Vec::new(),
+        seconds: 0.0,
+    };
+    match program::check(&mut recorder, command, config, options) {
+        None => recorder.skip_rest("the provider program could not be started (see load)"),
+        Some((loaded, resident)) => {
+            report.provider = Some(report::shorten(&loaded.info.name, 80));
+            report.abi_version = Some(format!("protocol {}", loaded.info.abi_version.0));
+            evaluation::check(&mut recorder, &loaded, options, &resident);
         }
     }
     report.cases = recorder.cases;

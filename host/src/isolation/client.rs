@@ -91,7 +91,8 @@ impl std::fmt::Debug for ProcessProvider {
 
 struct Shared {
     name: String,
-    program: PathBuf,
+    /// What runs as the child.
+    child: ChildKind,
     /// What the server is asked to build.
     spec: ProviderSpec,
     /// The digest of the library bytes the first process loaded: restarts
@@ -152,11 +153,43 @@ struct Pending {
 impl ProcessProvider {
     /// Starts the provider of `spec` in a child process running `program`
     /// (see [`server_program`]) and waits until it is constructed; a
-    /// construction error is the same error as in process.
+    /// construction error is the same error as in process. A spec with a
+    /// `command` runs that program instead (see [`Self::start_program`]).
     pub fn start(
         spec: &ProviderSpec,
         base_dir: &Path,
         program: PathBuf,
+    ) -> Result<(Self, ProviderInfo), BuildError> {
+        if spec.command.is_some() {
+            return Self::start_program(spec, base_dir);
+        }
+        Self::start_child(spec, base_dir, ChildKind::Server { program })
+    }
+
+    /// Starts the provider program of `spec.command` (see
+    /// [`ProviderSpec::command`]) in the directory `base_dir` and waits
+    /// until it says it is ready; its `failed` message is the error.
+    pub fn start_program(spec: &ProviderSpec, base_dir: &Path) -> Result<(Self, ProviderInfo), BuildError> {
+        let argv = spec.command.clone().unwrap_or_default();
+        let Some((program, args)) = argv.split_first() else {
+            return Err(BuildError::Isolation { message: "`provider.command` names no program".into() });
+        };
+        // A path with a directory in it is the config directory's, as the
+        // arguments are (the child runs there); a bare name is looked up
+        // on PATH.
+        let program = if Path::new(program).components().count() > 1 {
+            crate::config::join_relative(base_dir, Path::new(program))
+        } else {
+            PathBuf::from(program)
+        };
+        let child = ChildKind::Program { program, args: args.to_vec(), dir: base_dir.to_path_buf(), argv };
+        Self::start_child(spec, base_dir, child)
+    }
+
+    fn start_child(
+        spec: &ProviderSpec,
+        base_dir: &Path,
+        child: ChildKind,
     ) -> Result<(Self, ProviderInfo), BuildError> {
         let limit = crate::instantiate::call_limit(spec)?.unwrap_or(DEFAULT_TIMEOUT);
         let mut child_spec = spec.clone();
@@ -165,7 +198,7 @@ impl ProcessProvider {
         let (events, receiver) = mpsc::channel();
         let mut shared = Shared {
             name: String::new(),
-            program,
+            child,
             spec: child_spec,
             pinned_sha256: None,
             base_dir: base_dir.to_path_buf(),
@@ -175,9 +208,14 @@ impl ProcessProvider {
             supervisor: events.clone(),
         };
         let (connection, mut info) = shared.launch(&events).map_err(|error| match error {
-            Launch::Build(message) => {
-                BuildError::Isolation { message: format!("{message} (in the provider process)") }
-            }
+            Launch::Build(message) => match &shared.child {
+                ChildKind::Server { .. } => {
+                    BuildError::Isolation { message: format!("{message} (in the provider process)") }
+                }
+                ChildKind::Program { argv, .. } => {
+                    BuildError::ProgramRefused { program: argv.join(" "), message }
+                }
+            },
             Launch::Other(message) => BuildError::Isolation { message },
         })?;
         // Restarts load exactly these bytes.
@@ -353,6 +391,100 @@ impl Drop for ProcessProvider {
     }
 }
 
+/// What runs as the child process.
+#[derive(Debug, Clone)]
+enum ChildKind {
+    /// `guardhost provider-server`, which loads the provider library.
+    Server {
+        /// The `guardhost` executable.
+        program: PathBuf,
+    },
+    /// The author's own program (`provider.command`).
+    Program {
+        /// The program, resolved.
+        program: PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Where it runs: the config file's directory.
+        dir: PathBuf,
+        /// `provider.command` as written, for messages and `check`.
+        argv: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for ChildKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChildKind::Server { program } => write!(f, "{}", program.display()),
+            ChildKind::Program { argv, dir, .. } => write!(f, "`{}` (in {})", argv.join(" "), dir.display()),
+        }
+    }
+}
+
+impl ChildKind {
+    fn command(&self) -> Command {
+        match self {
+            ChildKind::Server { program } => {
+                let mut command = Command::new(program);
+                command.arg("provider-server");
+                command
+            }
+            ChildKind::Program { program, args, dir, .. } => {
+                let mut command = Command::new(program);
+                command.args(args).current_dir(dir);
+                command
+            }
+        }
+    }
+
+    /// The provider's info from a `ready` message's `info`: the server
+    /// sends the whole [`ProviderInfo`]; a program sends its name (and may
+    /// declare volatile metadata keys), and the host knows the rest.
+    fn info(&self, info: serde_json::Value) -> Result<ProviderInfo, String> {
+        match self {
+            ChildKind::Server { .. } => serde_json::from_value(info)
+                .map_err(|e| format!("the provider process sent a ready message this host cannot read: {e}")),
+            ChildKind::Program { argv, .. } => {
+                let ready: ProgramInfo = serde_json::from_value(info).map_err(|e| {
+                    format!(
+                        "the provider program {self} sent a ready message whose `info` is not \
+                         {{\"name\": string, \"volatile_metadata_keys\": [string, ...]}}: {e} \
+                         (docs/provider-protocol.md)"
+                    )
+                })?;
+                if ready.name.trim().is_empty() {
+                    return Err(format!(
+                        "the provider program {self} sent a ready message with an empty `info.name`; name \
+                         the provider: operators see the name in logs and audit events"
+                    ));
+                }
+                Ok(ProviderInfo {
+                    name: ready.name,
+                    source: crate::instantiate::ProviderSource::Program { command: argv.clone() },
+                    abi_version: (PROTOCOL_VERSION as u16, 0),
+                    abi_kind: crate::instantiate::AbiKind::Protocol,
+                    accepted_keys: Vec::new(),
+                    accepts_extra_keys: true,
+                    framework_injected: false,
+                    volatile_metadata_keys: ready.volatile_metadata_keys,
+                    path_keys: Vec::new(),
+                    timeout_ms: None,
+                    isolation: crate::config::Isolation::Process,
+                    sha256: None,
+                })
+            }
+        }
+    }
+}
+
+/// What a provider program's `ready` message says about it.
+#[derive(Debug, serde::Deserialize)]
+struct ProgramInfo {
+    name: String,
+    #[serde(default)]
+    volatile_metadata_keys: Vec<String>,
+}
+
 /// Why a start failed.
 enum Launch {
     /// The server could not build the provider: its message.
@@ -364,15 +496,11 @@ enum Launch {
 impl Shared {
     /// Starts a child and waits for it to be ready.
     fn launch(&self, events: &mpsc::Sender<Event>) -> Result<(Arc<Connection>, ProviderInfo), Launch> {
-        let mut process = Command::new(&self.program)
-            .arg("provider-server")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                Launch::Other(format!("cannot start the provider process {}: {e}", self.program.display()))
-            })?;
+        let mut command = self.child.command();
+        let mut process =
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().map_err(
+                |e| Launch::Other(format!("cannot start the provider process {}: {e}", self.child)),
+            )?;
         let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
             let _ = process.kill();
             return Err(Launch::Other("the provider process has no pipes".into()));
@@ -393,14 +521,19 @@ impl Shared {
             spec: self.spec.clone(),
             base_dir: self.base_dir.clone(),
             pinned_sha256: self.pinned_sha256.clone(),
+            framework: match self.child {
+                ChildKind::Server { .. } => None,
+                ChildKind::Program { .. } => Some(crate::instantiate::FRAMEWORK_VALUE.to_owned()),
+            },
         });
+        let child = self.child.clone();
         let (ready, handshake) = mpsc::channel();
         let spawned = {
             let (connection, events) = (connection.clone(), events.clone());
             let stdout = BufReader::with_capacity(64 << 10, stdout);
             std::thread::Builder::new()
                 .name(format!("guardhost-reader-{pid}"))
-                .spawn(move || read_answers(connection, init, stdout, ready, events))
+                .spawn(move || read_answers(connection, child, init, stdout, ready, events))
         };
         if let Err(e) = spawned {
             connection.kill("could not be served".into());
@@ -430,6 +563,7 @@ impl Shared {
 /// hears of it.
 fn read_answers(
     connection: Arc<Connection>,
+    child: ChildKind,
     init: Vec<u8>,
     mut input: BufReader<std::process::ChildStdout>,
     ready: mpsc::Sender<Result<ProviderInfo, Launch>>,
@@ -444,10 +578,17 @@ fn read_answers(
         match protocol::read_message::<FromServer>(&mut input) {
             Ok(FromServer::Hello { protocol, .. }) if protocol == PROTOCOL_VERSION => {}
             Ok(FromServer::Hello { protocol, version }) => {
-                return Err(Launch::Other(format!(
-                "the provider process (guardhost {version}) speaks provider protocol {protocol}, this host \
-                     {PROTOCOL_VERSION}; point {SERVER_ENV} at the same guardhost build"
-            )))
+                return Err(Launch::Other(match &child {
+                    ChildKind::Server { .. } => format!(
+                    "the provider process (guardhost {version}) speaks provider protocol {protocol}, this \
+                         host {PROTOCOL_VERSION}; point {SERVER_ENV} at the same guardhost build"
+                ),
+                    ChildKind::Program { .. } => format!(
+                        "the provider program {child} (version {version:?}) speaks provider protocol \
+                         {protocol}, this host {PROTOCOL_VERSION}; its hello must say \
+                         \"protocol\": {PROTOCOL_VERSION} (docs/provider-protocol.md)"
+                    ),
+                }))
             }
             Ok(other) => {
                 return Err(Launch::Other(format!("the provider process sent {other:?} before hello")))
@@ -457,7 +598,7 @@ fn read_answers(
             }
         }
         match protocol::read_message::<FromServer>(&mut input) {
-            Ok(FromServer::Ready { info }) => Ok(info),
+            Ok(FromServer::Ready { info }) => child.info(info).map_err(Launch::Other),
             Ok(FromServer::Failed { error }) => Err(Launch::Build(error)),
             Ok(other) => Err(Launch::Other(format!("the provider process sent {other:?} instead of ready"))),
             Err(error) => Err(Launch::Other(format!("the provider process {}", connection.ended(error)))),

@@ -21,7 +21,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::ProviderSpec;
-use crate::instantiate::ProviderInfo;
 use crate::provider::{Evaluation, Interrupt, ProviderFailure};
 use crate::request::{GuardrailDecision, GuardrailRequest};
 
@@ -55,6 +54,12 @@ pub enum ToServer<'a> {
         /// On a restart: the SHA-256 of the library bytes loaded at the
         /// first start; a library that changed since is refused.
         pinned_sha256: Option<String>,
+        /// To a provider program: the framework the host serves
+        /// (`"deerflow"`), for a provider that behaves differently per
+        /// framework. Not sent to `guardhost provider-server`, which
+        /// injects it into the config where the provider takes it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        framework: Option<String>,
     },
     /// Decide one call.
     Evaluate {
@@ -80,8 +85,10 @@ pub enum FromServer {
     },
     /// The provider is constructed.
     Ready {
-        /// What the server knows about it.
-        info: ProviderInfo,
+        /// What the server knows about it: a whole [`ProviderInfo`](crate::ProviderInfo) from
+        /// `guardhost provider-server`; at least `{"name": ...}` from a
+        /// provider program.
+        info: Value,
     },
     /// The provider could not be built; the server exits.
     Failed {

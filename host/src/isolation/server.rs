@@ -45,7 +45,9 @@ pub fn serve(
         &FromServer::Hello { protocol: PROTOCOL_VERSION, version: env!("CARGO_PKG_VERSION").into() },
     )?;
     let (mut spec, base_dir, pinned) = match protocol::read_message::<ToServer<'static>>(&mut input) {
-        Ok(ToServer::Init { protocol, spec, base_dir, pinned_sha256 }) if protocol == PROTOCOL_VERSION => {
+        Ok(ToServer::Init { protocol, spec, base_dir, pinned_sha256, .. })
+            if protocol == PROTOCOL_VERSION =>
+        {
             (spec, base_dir, pinned_sha256)
         }
         Ok(ToServer::Init { protocol, .. }) => {
@@ -87,7 +89,8 @@ pub fn serve(
             return Err(ServeError::Build(error));
         }
     };
-    protocol::write_message(&mut output, &FromServer::Ready { info: loaded.info })?;
+    let info = serde_json::to_value(&loaded.info).expect("provider info serialises");
+    protocol::write_message(&mut output, &FromServer::Ready { info })?;
     tracing::debug!(provider = %loaded.provider.name(), "provider server ready");
 
     let answers = FrameWriter::new(io::BufWriter::with_capacity(64 << 10, output));

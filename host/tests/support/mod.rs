@@ -54,6 +54,33 @@ pub fn ran_handler() -> guardhost::AsyncHandler {
     })
 }
 
+/// `tasks` tokio tasks each send `calls` calls through `middleware`'s
+/// async path, every third one to `bash`, which it must deny (the others it
+/// must allow). Panics on the first wrong answer.
+pub async fn bash_denied_under_async_load(middleware: GuardrailMiddleware, tasks: usize, calls: usize) {
+    let spawned: Vec<_> = (0..tasks)
+        .map(|i| {
+            let middleware = middleware.clone();
+            tokio::spawn(async move {
+                for j in 0..calls {
+                    let tool = if (i + j) % 3 == 0 { "bash".to_owned() } else { format!("tool-{i}-{j}") };
+                    let call = guardhost::ToolCallRequest::new(&tool, Map::new()).with_id("call-1");
+                    let message = middleware.awrap_tool_call(call, ran_handler()).await.unwrap();
+                    let expected = if tool == "bash" {
+                        guardhost::ToolStatus::Error
+                    } else {
+                        guardhost::ToolStatus::Success
+                    };
+                    assert_eq!(message.status, expected, "{tool}");
+                }
+            })
+        })
+        .collect();
+    for task in spawned {
+        task.await.unwrap();
+    }
+}
+
 /// A JSON object from a `json!` value.
 pub fn object(value: Value) -> Map<String, Value> {
     match value {

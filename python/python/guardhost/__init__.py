@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._guardhost import (
@@ -130,23 +130,30 @@ class ConformanceReport(dict):  # type: ignore[type-arg]
 
 
 def conformance(
-    use: str,
+    use: str | None = None,
     config: Mapping[str, Any] | None = None,
     *,
+    command: Sequence[str] | None = None,
     quick: bool = False,
     threads: int | None = None,
     iterations: int | None = None,
     latency_budget_us: int | None = None,
+    allow_insecure_permissions: bool = False,
 ) -> ConformanceReport:
     """Runs the conformance kit against a provider, as ``guardhost conformance`` does.
 
     ``use`` is what goes after ``use:`` in YAML (relative paths from the
-    working directory); ``config`` is the provider's config. ``quick`` uses
-    the kit's quick options (fewer iterations, a 50 ms latency budget);
-    ``threads``, ``iterations`` and ``latency_budget_us`` override single
-    options. The GIL is released while the kit runs.
+    working directory), or ``command`` a provider program and its arguments
+    (run in the working directory); ``config`` is the provider's config.
+    ``quick`` uses the kit's quick options (fewer iterations, a 50 ms latency
+    budget); ``threads``, ``iterations`` and ``latency_budget_us`` override
+    single options; ``allow_insecure_permissions`` loads a library that
+    other users could change. The GIL is released while the kit runs.
     """
-    report_json, text = _conformance_json(use, dict(config) if config else None, quick, threads, iterations, latency_budget_us)
+    argv = None if command is None else [os.fspath(part) for part in command]
+    report_json, text = _conformance_json(
+        use, dict(config) if config else None, quick, threads, iterations, latency_budget_us, allow_insecure_permissions, argv
+    )
     report = ConformanceReport(json.loads(report_json))
     report.text = text
     return report

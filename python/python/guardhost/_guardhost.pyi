@@ -101,6 +101,7 @@ class Provider:
         allow_insecure_permissions: bool = False,
         base_dir: str | None = None,
         program: str | None = None,
+        command: list[str] | None = None,
         decision_cls: Callable[..., Any],
         reason_cls: Callable[..., Any],
         interrupt: Callable[[str, Any], BaseException],
@@ -114,11 +115,13 @@ class Provider:
     def evaluate(self, request: Any, asynchronous: bool = False) -> Any: ...
 
 def conformance_json(
-    use_: str,
+    use_: str | None,
     config: dict[str, Any] | None = None,
     quick: bool = False,
     threads: int | None = None,
     iterations: int | None = None,
     latency_budget_us: int | None = None,
+    allow_insecure_permissions: bool = False,
+    command: list[str] | None = None,
 ) -> tuple[str, str]: ...
 def serve_provider(input: int, output: int) -> int: ...

@@ -72,6 +72,9 @@ class GuardhostProvider:
 
     - ``use``: the guardhost provider, ``path/to/libfoo.so:Symbol`` or
       ``builtin:AllowlistProvider``;
+    - ``command``: instead of ``use``, a provider program and its arguments
+      (``["python3", "my_provider.py"]``), run with ``isolation: process``
+      in ``base_dir`` and spoken to over the provider protocol;
     - ``config``: that provider's own config (its constructor's keys);
     - ``isolation``: ``in_process`` (default) or ``process`` (a child
       process, whose crash or hang becomes a provider error);
@@ -91,9 +94,10 @@ class GuardhostProvider:
 
     def __init__(
         self,
-        use: str,
+        use: str | None = None,
         config: dict[str, Any] | None = None,
         *,
+        command: list[str] | None = None,
         isolation: str | None = None,
         timeout_ms: int | None = None,
         sha256: str | None = None,
@@ -105,10 +109,17 @@ class GuardhostProvider:
         config = dict(config or {})
         base = os.fspath(base_dir) if base_dir is not None else None
 
+        if (use is None) == (command is None):
+            raise TypeError("GuardhostProvider takes use=... (a provider library) or command=[...] (a provider program), exactly one of them")
+        argv = None if command is None else [os.fspath(part) for part in command]
+        if argv is not None and isolation is None:
+            isolation = "process"
+
         def build(provider_config: dict[str, Any]) -> Provider:
             return Provider(
-                use,
+                use or "",
                 provider_config,
+                command=argv,
                 isolation=isolation,
                 timeout_ms=timeout_ms,
                 sha256=sha256,

@@ -103,7 +103,8 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     Build it from a ``guardrails:`` config (``config``: a file path or a
     mapping, as :func:`guardhost.load` takes), or from keyword arguments:
-    ``use`` (required then), ``provider_config``, ``fail_closed`` (default
+    ``use`` (a provider library) or ``command`` (a provider program, which
+    runs with ``isolation: process``), ``provider_config``, ``fail_closed`` (default
     true), ``passport``, ``isolation``, ``timeout_ms``, ``sha256``,
     ``allow_insecure_permissions``; relative paths are taken from
     ``base_dir`` (default: the working directory). A config that leaves the
@@ -123,6 +124,7 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
         *,
         use: str | None = None,
+        command: list[str] | None = None,
         provider_config: Mapping[str, Any] | None = None,
         fail_closed: bool = True,
         passport: str | None = None,
@@ -133,10 +135,17 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         base_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__()
-        if (config is None) == (use is None):
-            raise TypeError("GuardrailMiddleware takes a config (a file path or a mapping) or use=..., exactly one of them")
-        if use is not None:
-            provider: dict[str, Any] = {"use": use, "config": dict(provider_config or {})}
+        given = [what for what, value in (("config", config), ("use", use), ("command", command)) if value is not None]
+        if len(given) != 1:
+            raise TypeError("GuardrailMiddleware takes a config (a file path or a mapping), use=... or command=[...], exactly one of them")
+        if config is None:
+            provider: dict[str, Any] = {"config": dict(provider_config or {})}
+            if use is not None:
+                provider["use"] = use
+            else:
+                assert command is not None
+                provider["command"] = [os.fspath(part) for part in command]
+                provider["isolation"] = isolation or "process"
             for key, value in (
                 ("isolation", isolation),
                 ("timeout_ms", timeout_ms),
