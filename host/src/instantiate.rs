@@ -180,6 +180,15 @@ pub enum BuildError {
         /// What is wrong, naming the key.
         message: String,
     },
+    /// `isolation: process`: the provider process could not build the
+    /// provider; the error it would have been in process.
+    #[error("{message} (in the provider process)")]
+    InProviderProcess {
+        /// The error, as the host would have said it in process.
+        message: String,
+        /// Whether the constructor panicked rather than returning an error.
+        panicked: bool,
+    },
     /// A provider program answered `init` with `failed`: it refused its
     /// config.
     #[error("the provider program `{program}` refused to start: {message}")]

@@ -42,6 +42,8 @@
 //! - [`loader`]: opening libraries and checking descriptors (`unsafe`);
 //! - [`c_provider`]: providers behind the C ABI, `guardhost.h` (the FFI
 //!   boundary, the only other module with `unsafe`);
+//! - `elf`: the exported symbols of a library file, read from its bytes
+//!   (for the message that lists a library's providers);
 //! - [`permissions`]: who may change a library or config file (`StrictModes`);
 //! - [`mod@instantiate`]: config keys, `framework` injection, construction;
 //! - [`provider`]: the host's provider trait and the ABI adapter;
@@ -62,6 +64,7 @@ pub mod audit;
 pub mod c_provider;
 pub mod config;
 pub mod conformance;
+mod elf;
 pub mod instantiate;
 pub mod isolation;
 pub mod jsonl;

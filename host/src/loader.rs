@@ -52,12 +52,14 @@ pub enum LoadErrorKind {
         reason: String,
     },
     /// The library has no such symbol.
-    #[error("the library exports no symbol `{symbol}` ({reason}); check the name after the colon (it is case-sensitive) and that the provider is exported with `export_provider!`")]
+    #[error("the library exports no symbol `{symbol}` ({reason}); {}", exported_hint(.exported))]
     SymbolMissing {
         /// The symbol.
         symbol: String,
         /// The OS loader's message.
         reason: String,
+        /// The provider descriptors the library does export (ELF only).
+        exported: Box<[String]>,
     },
     /// The symbol is not a guardhost provider descriptor.
     #[error("symbol `{symbol}` is not a guardhost provider descriptor (its first bytes are neither the Rust nor the C descriptor magic); export a Rust provider with `guardhost_abi::export_provider!`, a C one as a `guardhost_descriptor` initialised with GUARDHOST_DESCRIPTOR_INIT (guardhost.h)")]
@@ -140,6 +142,20 @@ pub enum LoadErrorKind {
         /// The useful lines of `abi_stable`'s report.
         summary: String,
     },
+}
+
+/// What to write after the colon instead, for [`LoadErrorKind::SymbolMissing`].
+fn exported_hint(exported: &[String]) -> String {
+    match exported {
+        [] => "it exports no guardhost provider descriptor at all; export a Rust provider with \
+               `guardhost_abi::export_provider!`, a C one with GUARDHOST_EXPORT (guardhost.h)"
+            .to_owned(),
+        [one] => format!("it exports one provider descriptor, `{one}`: write that after the colon"),
+        many => format!(
+            "it exports these provider descriptors: {}; write one of them after the colon (names are case-sensitive)",
+            many.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+        ),
+    }
 }
 
 /// Paths as a comma-separated list, for messages.
@@ -294,7 +310,13 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
         _ => open_library(&canonical).map_err(|e| os_reason(&e)),
     })
     .map_err(|reason| fail(LoadErrorKind::NotLoadable { reason }))?;
-    let descriptor = find_descriptor(library, symbol).map_err(fail)?;
+    let descriptor = find_descriptor(library, symbol).map_err(|kind| match kind {
+        LoadErrorKind::SymbolMissing { symbol, reason, .. } => {
+            let exported = provider_symbols(library, &canonical).into_boxed_slice();
+            fail(LoadErrorKind::SymbolMissing { symbol, reason, exported })
+        }
+        kind => fail(kind),
+    })?;
     validated().lock().unwrap_or_else(|e| e.into_inner()).insert(key, descriptor);
     Ok(Loaded { path: canonical, descriptor, sha256 })
 }
@@ -342,16 +364,8 @@ pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), NotWhole> {
     };
     // A field of `len` bytes at `at`, in the file's byte order; `None` past
     // the end of the bytes.
-    let field = |at: u64, len: usize| -> Option<u64> {
-        let start = usize::try_from(at).ok()?;
-        let raw = bytes.get(start..start.checked_add(len)?)?;
-        let mut value = 0u64;
-        for i in 0..len {
-            let byte = if big { raw[i] } else { raw[len - 1 - i] };
-            value = value << 8 | u64::from(byte);
-        }
-        Some(value)
-    };
+    let fields = crate::elf::Fields { bytes, big };
+    let field = |at: u64, len: usize| fields.get(at, len);
     let word = if wide { 8 } else { 4 };
     let header_size: u64 = if wide { 64 } else { 52 };
     let needs = |what: &str, end: u64| NotWhole::Short(format!("{what} needs {end} bytes"));
@@ -540,6 +554,33 @@ fn os_reason(error: &libloading::Error) -> String {
     reason
 }
 
+/// The exported data symbols of the library file at `path` that start with
+/// a descriptor magic (Rust or C): what a `use:` could name. Read from the
+/// file's dynamic symbol table (ELF; empty elsewhere), then each looked up
+/// in the mapped `library`.
+fn provider_symbols(library: &'static libloading::Library, path: &Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(path) else { return Vec::new() };
+    let magic_size = std::mem::size_of_val(&MAGIC) as u64;
+    crate::elf::exported_objects(&bytes, magic_size)
+        .into_iter()
+        .filter(|name| {
+            // SAFETY: we ask for the symbol's address only (a raw pointer,
+            // never called), as in `find_descriptor`.
+            let Ok(address) = (unsafe { library.get::<*const u8>(name.as_bytes()) }) else { return false };
+            let address: *const u8 = *address;
+            if address.is_null() {
+                return false;
+            }
+            // SAFETY: the symbol table says this is a defined data object of
+            // at least `magic_size` bytes in the mapped library, so that many
+            // bytes at its address are mapped; they are read unaligned, as
+            // plain bytes.
+            let first: [u8; 8] = unsafe { std::ptr::read_unaligned(address.cast::<[u8; 8]>()) };
+            first == MAGIC || first == C_MAGIC
+        })
+        .collect()
+}
+
 fn find_descriptor(
     library: &'static libloading::Library,
     symbol: &str,
@@ -547,13 +588,18 @@ fn find_descriptor(
     // SAFETY: we ask for the symbol's address only (the type is a raw
     // pointer, never a function we would call), so no type confusion can
     // happen in `get` itself.
-    let address = unsafe { library.get::<*const u8>(symbol.as_bytes()) }
-        .map_err(|e| LoadErrorKind::SymbolMissing { symbol: symbol.to_owned(), reason: os_reason(&e) })?;
+    let address =
+        unsafe { library.get::<*const u8>(symbol.as_bytes()) }.map_err(|e| LoadErrorKind::SymbolMissing {
+            symbol: symbol.to_owned(),
+            reason: os_reason(&e),
+            exported: Box::default(),
+        })?;
     let address: *const u8 = *address;
     if address.is_null() {
         return Err(LoadErrorKind::SymbolMissing {
             symbol: symbol.to_owned(),
             reason: "its address is null".into(),
+            exported: Box::default(),
         });
     }
     // SAFETY: the symbol is exported by a mapped library, so its first bytes

@@ -95,7 +95,7 @@ fn every_commented_option_works_as_documented() {
     // The third-party library is not here, and the error, from the
     // provider's process, says where it looked.
     let error = install(&config).unwrap_err();
-    assert!(matches!(error, BuildError::Isolation { .. }), "{error:?}");
+    assert!(matches!(error, BuildError::InProviderProcess { panicked: false, .. }), "{error:?}");
     assert!(error.to_string().contains("no such file; tried /opt/acme/libacme_policy.so"), "{error}");
     assert!(error.to_string().ends_with("(in the provider process)"), "{error}");
 }

@@ -27,6 +27,7 @@ fn options() -> Options {
         call_timeout: Duration::from_secs(2),
         latency_budget: Duration::from_millis(50),
         case_time_limit: Duration::from_secs(1),
+        fuzz: Duration::from_millis(200),
         ..Options::default()
     }
 }
@@ -172,7 +173,7 @@ fn a_library_built_against_abi_1_0_conforms() {
 fn junit_output_is_valid_xml_with_one_testcase_per_case() {
     let _one = exclusive();
     for (symbol, failures, skipped) in
-        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 10), ("VolatileDeclared", 0, 0)]
+        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 11), ("VolatileDeclared", 0, 0)]
     {
         let report = run_zoo(symbol);
         let xml = report.to_junit();
@@ -218,8 +219,14 @@ fn assert_conforms_passes_a_good_library_and_panics_with_the_report_on_a_bad_one
     assert!(message.contains("FAIL  decisions.hygiene"), "{message}");
 }
 
+/// The command, with the in-process default whatever the CI environment
+/// says (tests that want a provider process ask for it).
 fn cli(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_guardhost")).args(args).output().expect("guardhost runs")
+    Command::new(env!("CARGO_BIN_EXE_guardhost"))
+        .args(args)
+        .env_remove("CI")
+        .output()
+        .expect("guardhost runs")
 }
 
 #[test]
@@ -227,14 +234,14 @@ fn the_command_exits_0_1_or_2_and_writes_every_format() {
     let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let allowlist = use_of("guardhost_allowlist", "AllowlistProvider");
-    let quick = ["--iterations", "500", "--latency-budget-us", "50000"];
+    let quick = ["--iterations", "500", "--latency-budget-us", "50000", "--fuzz-seconds", "0.2"];
 
     let good =
         cli(&[&["conformance", allowlist.as_str(), "--config", r#"{"denied_tools": ["bash"]}"#][..], &quick]
             .concat());
     assert_eq!(good.status.code(), Some(0), "{}", String::from_utf8_lossy(&good.stdout));
     let text = String::from_utf8(good.stdout).unwrap();
-    assert!(text.contains("PASS  decisions.hygiene") && text.contains("15 cases: 15 pass"), "{text}");
+    assert!(text.contains("PASS  decisions.hygiene") && text.contains("16 cases: 16 pass"), "{text}");
 
     let junit = dir.path().join("report.xml");
     let bad = cli(&[
@@ -300,13 +307,19 @@ fn hints_name_the_options_of_whoever_runs_the_kit() {
     );
 
     // The command: its flags.
-    let quick = ["--iterations", "500", "--latency-budget-us", "50000"];
+    let quick = ["--iterations", "500", "--latency-budget-us", "50000", "--fuzz-seconds", "0.2"];
     let output = cli(&[&["conformance", use_.as_str()][..], &quick].concat());
     let text = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains(", or pass --allow-insecure-permissions"), "{text}");
     let output = cli(&[&["conformance", use_.as_str(), "--allow-insecure-permissions"][..], &quick].concat());
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stdout));
+    // In a provider process too.
+    let output = cli(&[&["conformance", use_.as_str(), "--isolation", "process"][..], &quick].concat());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains(", or pass --allow-insecure-permissions"), "{text}");
+    assert!(!text.contains("provider.allow_insecure_permissions"), "{text}");
     let output = cli(&[
         &["conformance", use_.as_str(), "--allow-insecure-permissions"][..],
         &quick,
@@ -315,4 +328,104 @@ fn hints_name_the_options_of_whoever_runs_the_kit() {
     .concat());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("; pass a config the provider accepts with --config or --config-file"), "{text}");
+}
+
+#[test]
+fn a_provider_that_panics_on_a_missing_path_is_flagged_naming_each_request() {
+    let _one = exclusive();
+    let report = run_zoo("PanicsOnMissingPath");
+    assert!(!report.passed());
+    let panics = report.case(CaseId::EvaluationPanics).unwrap();
+    assert_eq!(panics.status, Status::Fail, "{}", report.to_text());
+    let details = panics.details.join("\n");
+    for request in
+        ["shape:write_file.path=missing", "shape:write_file.path=null", "shape:write_file.path=number"]
+    {
+        assert!(details.contains(request), "{request} not named in:\n{details}");
+    }
+    // Each of the four file tools, in the five shapes that are not strings.
+    assert!(panics.reason.starts_with("20 requests made the provider panic"), "{}", panics.reason);
+    assert!(details.ends_with("and 12 more"), "{details}");
+    assert!(details.contains("every file tool has a string path"), "{details}");
+    // The everyday calls alone would have passed: the everyday `ls` decides.
+    let corpus = report.case(CaseId::EvaluationCorpus).unwrap();
+    assert!(!corpus.details.iter().any(|d| d.starts_with("tool:ls")), "{:?}", corpus.details);
+}
+
+#[test]
+fn a_crash_on_one_request_fails_that_request_in_a_provider_process_and_the_kit_goes_on() {
+    let _one = exclusive();
+    let options = Options { isolation: guardhost::Isolation::Process, ..options() };
+    let report = conformance::run(&zoo("AbortsOnOneRequest"), &Map::new(), &options);
+    assert!(!report.passed());
+    let corpus = report.case(CaseId::EvaluationCorpus).unwrap();
+    assert_eq!(corpus.status, Status::Fail, "{}", report.to_text());
+    let details = corpus.details.join("\n");
+    assert!(details.contains("shape:view_image.image_path=dotdot"), "{details}");
+    assert!(details.contains("SIGABRT"), "{details}");
+    // Every case ran, and the measured ones after the crash still passed.
+    assert_eq!(report.cases.len(), CaseId::ALL.len());
+    for id in [CaseId::ThreadSafety, CaseId::Latency] {
+        assert_eq!(report.case(id).unwrap().status, Status::Pass, "{id:?}: {}", report.to_text());
+    }
+    assert!(report.case(CaseId::Load).unwrap().reason.contains("in a provider process"));
+}
+
+#[test]
+fn a_good_library_conforms_in_a_provider_process_too() {
+    let _one = exclusive();
+    let options = Options { isolation: guardhost::Isolation::Process, ..options() };
+    let report = conformance::run(
+        &use_of("guardhost_allowlist", "AllowlistProvider"),
+        &object(json!({"denied_tools": ["bash"]})),
+        &options,
+    );
+    assert_clean(&report);
+    // Constructor faults are found in the provider process as in process.
+    let report = conformance::run(&zoo("PanicsOnBadValue"), &Map::new(), &options);
+    let errors = report.case(CaseId::ConstructionErrors).unwrap();
+    assert_eq!(errors.status, Status::Fail, "{}", report.to_text());
+    assert!(
+        errors.details.iter().all(|d| d.starts_with("limit = ") && d.contains("panicked")),
+        "{:?}",
+        errors.details
+    );
+}
+
+#[test]
+fn a_race_under_one_config_is_found_when_that_config_is_given_too() {
+    let _one = exclusive();
+    let alone = run(&zoo("RacyUnderOneConfig"), Map::new());
+    assert_clean(&alone);
+    let racy = run(&zoo("RacyUnderOneConfig"), object(json!({"shared_scratch": true})));
+    assert_eq!(racy.case(CaseId::ThreadSafety).unwrap().status, Status::Fail, "{}", racy.to_text());
+
+    // The command runs the kit under each config it is given.
+    let racy = zoo("RacyUnderOneConfig");
+    let both = [
+        "conformance",
+        racy.as_str(),
+        "--config",
+        "{}",
+        "--config",
+        r#"{"shared_scratch": true}"#,
+        "--iterations",
+        "2000",
+        "--latency-budget-us",
+        "50000",
+        "--fuzz-seconds",
+        "0.2",
+    ];
+    let output = cli(&both);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains(", config 1 of 2 (--config #1)"), "{text}");
+    assert!(text.contains(", config 2 of 2 (--config #2)"), "{text}");
+    assert!(text.trim_end().ends_with("2 configs: 1 passed, 1 failed"), "{text}");
+    let json_output = cli(&[&both[..], &["--format", "json"]].concat());
+    let value: Value = serde_json::from_slice(&json_output.stdout).unwrap();
+    assert_eq!(value["passed"], json!(false));
+    assert_eq!(value["reports"].as_array().unwrap().len(), 2);
+    assert_eq!(value["reports"][0]["passed"], json!(true));
+    assert_eq!(value["reports"][1]["config"], json!("config 2 of 2 (--config #2)"));
 }

@@ -109,10 +109,41 @@ fn a_panic_while_listing_keys_is_an_error() {
 #[test]
 fn a_missing_symbol_is_named() {
     let (error, text) = load_error(&use_of("guardhost_allowlist", "NoSuchProvider"));
-    let LoadErrorKind::SymbolMissing { symbol, reason } = kind(&error) else { panic!("{error:?}") };
+    let LoadErrorKind::SymbolMissing { symbol, reason, exported } = kind(&error) else { panic!("{error:?}") };
     assert_eq!(symbol, "NoSuchProvider");
     assert!(reason.contains("NoSuchProvider"), "the loader's own reason is kept: {reason}");
     assert!(text.contains("exports no symbol `NoSuchProvider`"), "{text}");
+    // What the library does export, so the fix is in the message.
+    assert_eq!(&exported[..], ["AllowlistProvider"]);
+    assert!(
+        text.ends_with("it exports one provider descriptor, `AllowlistProvider`: write that after the colon"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_missing_symbol_lists_every_provider_the_library_exports_rust_and_c() {
+    // A wrongly cased name among many descriptors (some of them broken:
+    // listed all the same, since `use:` may name them).
+    let (error, text) = load_error(&use_of("guardhost_zoo", "notthreadsafe"));
+    let LoadErrorKind::SymbolMissing { exported, .. } = kind(&error) else { panic!("{error:?}") };
+    assert!(exported.iter().any(|s| s == "NotThreadSafe"), "{exported:?}");
+    assert!(exported.iter().any(|s| s == "VolatileDeclared"), "{exported:?}");
+    assert!(text.contains("it exports these provider descriptors: `"), "{text}");
+    assert!(text.ends_with("write one of them after the colon (names are case-sensitive)"), "{text}");
+    // C descriptors are found by their own magic; data that is not a
+    // descriptor is left out.
+    let (error, _) = load_error(&use_of("guardhost_c_descriptors", "Nope"));
+    let LoadErrorKind::SymbolMissing { exported, .. } = kind(&error) else { panic!("{error:?}") };
+    assert!(
+        exported.iter().any(|s| s == "CScripted") && exported.iter().any(|s| s == "CWrongMajor"),
+        "{exported:?}"
+    );
+    assert!(!exported.iter().any(|s| s == "CNotADescriptor"), "{exported:?}");
+    let (error, _) = load_error(&use_of("guardhost_bad_descriptors", "Nope"));
+    let LoadErrorKind::SymbolMissing { exported, .. } = kind(&error) else { panic!("{error:?}") };
+    assert!(!exported.iter().any(|s| s == "NotADescriptor"), "{exported:?}");
+    assert!(exported.iter().any(|s| s == "FineProvider"), "{exported:?}");
 }
 
 #[test]
@@ -188,6 +219,18 @@ fn a_constructor_type_error_names_the_provider() {
     .unwrap_err()
     .to_string();
     assert!(e.starts_with("provider 'allowlist' rejected its config: invalid config: `denied_tools`: invalid type: a string, expected a sequence"), "{e}");
+    // Inside a list, the path names the element; the value (perhaps a
+    // secret) is never repeated.
+    let e = try_load(
+        &use_of("guardhost_allowlist", "AllowlistProvider"),
+        object(json!({"denied_tools": ["bash", 3], "allowed_tools": ["ls"]})),
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        "provider 'allowlist' rejected its config: invalid config: `denied_tools[1]`: invalid type: a number, expected a string"
+    );
 }
 
 #[test]

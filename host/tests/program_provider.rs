@@ -330,7 +330,7 @@ fn the_kit_fails_a_program_that_crashes_on_a_bad_config_value_and_warns_on_ignor
     let errors = report.case(CaseId::ConstructionErrors).unwrap();
     assert_eq!(errors.status, Status::Fail, "{}", errors.reason);
     assert!(
-        errors.reason.starts_with("3 of 3 wrongly typed values made the program crash"),
+        errors.reason.starts_with("3 of 3 wrongly typed values made the provider panic, crash, hang"),
         "{}",
         errors.reason
     );

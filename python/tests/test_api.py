@@ -191,6 +191,16 @@ def test_conformance_of_a_provider_program_and_hints_in_python_terms(tmp_path, a
         guardhost.conformance("builtin:AllowlistProvider", command=["python3", "x.py"])
 
 
+def test_conformance_in_a_provider_process_with_a_seed(allowlist_so):
+    report = guardhost.conformance(allowlist_so, {"denied_tools": ["bash"]}, quick=True, iterations=200, isolation="process", fuzz_seconds=0.2, seed=42)
+    assert report.passed, report.text
+    fuzz = next(case for case in report["cases"] if case["id"] == "fuzz")
+    assert fuzz["metrics"]["seed"] == 42 and "seed 42" in fuzz["reason"]
+    assert report["cases"][0]["reason"].endswith("in a provider process")
+    with pytest.raises(ValueError, match="isolation must be"):
+        guardhost.conformance(allowlist_so, isolation="elsewhere")
+
+
 def test_the_gil_is_released_while_a_provider_decides(test_so):
     # Two decisions that can only finish together ("meet": each waits for
     # the other inside the provider) finish from two Python threads only if

@@ -34,13 +34,23 @@ pub struct ConformanceArgs {
     #[arg(last = true, value_name = "PROGRAM", conflicts_with = "use_")]
     command: Vec<String>,
     /// The provider's config (what goes under `provider.config:`), as JSON or
-    /// YAML flow text, e.g. '{"denied_tools": ["bash"]}'. Default: {}.
-    #[arg(long, value_name = "JSON", conflicts_with = "config_file")]
-    config: Option<String>,
+    /// YAML flow text, e.g. '{"denied_tools": ["bash"]}'. Default: {}. Give
+    /// it (or --config-file) more than once to run the kit under each config
+    /// in turn: a race or a crash may show under one config only.
+    #[arg(long, value_name = "JSON")]
+    config: Vec<String>,
     /// A YAML or JSON file holding the provider's config (what goes under
-    /// `provider.config:`).
+    /// `provider.config:`); may be given more than once, as --config.
     #[arg(long, value_name = "FILE")]
-    config_file: Option<PathBuf>,
+    config_file: Vec<PathBuf>,
+    /// Where the provider's code runs: `process` (a provider process, where
+    /// a crash, an abort or an exit is a failed case naming the request or
+    /// config that caused it, and the run goes on) or `in_process` (in the
+    /// kit's own process: a crash ends the run). Default: `process` when the
+    /// environment says CI=true (or 1), `in_process` otherwise. A provider
+    /// program always runs in a process of its own.
+    #[arg(long, value_enum, value_name = "WHERE")]
+    isolation: Option<KitIsolation>,
     /// How to print the report.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -68,16 +78,64 @@ pub struct ConformanceArgs {
     /// refuses it without `provider.allow_insecure_permissions`).
     #[arg(long)]
     allow_insecure_permissions: bool,
+    /// How long the fuzz case sends random requests, each of which must be
+    /// decided (0: not at all).
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0,
+          value_parser = parse_seconds)]
+    fuzz_seconds: f64,
+    /// The seed of the random requests (the fuzz case and the thread-safety
+    /// check); default: a fresh one, printed in the report. The same seed
+    /// sends the same requests, to reproduce a failure.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
     /// A call that takes longer is abandoned and reported as hung.
     #[arg(long, value_name = "N", default_value_t = 2000)]
     call_timeout_ms: u64,
 }
 
+/// `--fuzz-seconds`: a finite number of seconds, 0 to 86400.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if (0.0..=86_400.0).contains(&seconds) => Ok(seconds),
+        _ => Err(format!("expected a number of seconds from 0 to 86400, found {text:?}")),
+    }
+}
+
+/// `--isolation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KitIsolation {
+    /// In the kit's process.
+    #[value(name = "in_process")]
+    InProcess,
+    /// In a provider process.
+    Process,
+}
+
+/// Whether the environment says this is a CI run (`CI=true` or `CI=1`, as
+/// GitHub Actions, GitLab CI and most others set it).
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
 pub fn run(args: ConformanceArgs) -> Result<ExitCode, CliError> {
-    let config = match (&args.config, &args.config_file) {
-        (Some(text), _) => provider_config_from_yaml(text, "--config")?,
-        (None, Some(path)) => provider_config_from_path(path)?,
-        (None, None) => Default::default(),
+    // Each config with a label that names where it came from, never what it says.
+    let mut configs = Vec::new();
+    for (i, text) in args.config.iter().enumerate() {
+        let origin =
+            if args.config.len() > 1 { format!("--config #{}", i + 1) } else { "--config".to_owned() };
+        configs.push((origin.clone(), provider_config_from_yaml(text, &origin)?));
+    }
+    for path in &args.config_file {
+        configs.push((format!("--config-file {}", path.display()), provider_config_from_path(path)?));
+    }
+    if configs.is_empty() {
+        configs.push(("{}".to_owned(), Default::default()));
+    }
+    let isolation = match args.isolation {
+        Some(KitIsolation::Process) => guardhost::Isolation::Process,
+        Some(KitIsolation::InProcess) => guardhost::Isolation::InProcess,
+        None if in_ci() => guardhost::Isolation::Process,
+        None => guardhost::Isolation::InProcess,
     };
     let options = Options {
         threads: usize::from(args.threads),
@@ -87,6 +145,9 @@ pub fn run(args: ConformanceArgs) -> Result<ExitCode, CliError> {
         call_timeout: Duration::from_millis(args.call_timeout_ms.max(1)),
         allow_insecure_permissions: args.allow_insecure_permissions,
         caller: conformance::Caller::Cli,
+        isolation,
+        fuzz: Duration::from_secs_f64(args.fuzz_seconds),
+        seed: args.seed,
         ..Options::default()
     };
     // Open the output first: a kit run is wasted if its report cannot be kept.
@@ -98,10 +159,22 @@ pub fn run(args: ConformanceArgs) -> Result<ExitCode, CliError> {
             })?),
             None => None,
         };
-    let report = match &args.use_ {
-        Some(use_) => conformance::run(use_, &config, &options),
-        None => conformance::run_program(&args.command, &config, &options),
-    };
+    let count = configs.len();
+    let reports = configs
+        .iter()
+        .enumerate()
+        .map(|(i, (origin, config))| {
+            let mut report = match &args.use_ {
+                Some(use_) => conformance::run(use_, config, &options),
+                None => conformance::run_program(&args.command, config, &options),
+            };
+            if count > 1 {
+                report.config = Some(format!("config {} of {count} ({origin})", i + 1));
+            }
+            report
+        })
+        .collect();
+    let report = conformance::Reports(reports);
     let text = match args.format {
         Format::Text => report.to_text(),
         Format::Json => report.to_json(),

@@ -144,6 +144,13 @@ fn accepted_keys(descriptor: &Descriptor, options: &Options) -> (Finding, Option
             return (Finding::fail(format!("listing the accepted keys did not return ({no_answer})")), None)
         }
     };
+    let finding = key_list(&keys, descriptor.accepts_extra_keys());
+    (finding, Some(keys))
+}
+
+/// The `descriptor.keys` finding for a listing of keys: none blank, none
+/// twice.
+pub(crate) fn key_list(keys: &[String], accepts_extra_keys: bool) -> Finding {
     let mut problems = Vec::new();
     for (i, key) in keys.iter().enumerate() {
         if key.trim().is_empty() {
@@ -152,14 +159,13 @@ fn accepted_keys(descriptor: &Descriptor, options: &Options) -> (Finding, Option
             problems.push(format!("`{key}` is listed twice"));
         }
     }
-    let extra = if descriptor.accepts_extra_keys() { " and any other key" } else { "" };
+    let extra = if accepts_extra_keys { " and any other key" } else { "" };
     let listed = if keys.is_empty() { "no keys".to_owned() } else { shorten(&keys.join(", "), 500) };
-    let finding = if problems.is_empty() {
+    if problems.is_empty() {
         Finding::pass(format!("accepts {listed}{extra}"))
     } else {
         Finding::fail(format!("the accepted keys are malformed: {}", problems.join("; ")))
-    };
-    (finding, Some(keys))
+    }
 }
 
 fn framework(

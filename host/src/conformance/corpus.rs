@@ -1,6 +1,10 @@
 //! The requests every provider is asked about: each DeerFlow tool with
-//! everyday arguments, then the edges (empty, unicode and odd names; huge,
-//! deep and oddly typed arguments; every attribution field set and unset).
+//! everyday arguments, then the edges: every argument of every DeerFlow tool
+//! in every bad shape ([`bad_shapes`]: missing, null, a number, a list, an
+//! object, empty, white space, `..` escapes, absolute and relative paths,
+//! 1 MiB, unicode, control characters), odd names (empty, unicode,
+//! invisible, control characters), huge, deep and oddly typed arguments, and
+//! every attribution field set and unset.
 
 use serde_json::{json, Map, Value};
 
@@ -99,6 +103,26 @@ fn request(tool: &str, args: Value, timestamp: &str) -> GuardrailRequest {
     }
 }
 
+/// The bad shapes every argument of every DeerFlow tool is sent in, by
+/// name; `None` leaves the argument out.
+pub fn bad_shapes() -> Vec<(&'static str, Option<Value>)> {
+    vec![
+        ("missing", None),
+        ("null", Some(Value::Null)),
+        ("number", Some(json!(42))),
+        ("list", Some(json!(["a", 1, null]))),
+        ("object", Some(json!({"nested": "value"}))),
+        ("empty", Some(json!(""))),
+        ("whitespace", Some(json!(" \t\n "))),
+        ("dotdot", Some(json!("../../../../etc/passwd"))),
+        ("absolute", Some(json!("/etc/shadow"))),
+        ("relative", Some(json!("relative/path.txt"))),
+        ("1mb", Some(json!("x".repeat(LARGE_ARGUMENT_BYTES)))),
+        ("unicode", Some(json!("数据/файл/🔧\u{202e}txt.exe"))),
+        ("control", Some(json!("a\u{0}b\u{1b}[31m\r\n\u{7f}"))),
+    ]
+}
+
 fn nested(depth: usize) -> Value {
     (0..depth).fold(json!("bottom"), |inner, _| json!({ "a": inner }))
 }
@@ -116,6 +140,21 @@ pub fn corpus() -> Vec<Probe> {
         .into_iter()
         .map(|(tool, args)| probe(&format!("tool:{tool}"), request(tool, args, &now), true))
         .collect();
+
+    let shapes = bad_shapes();
+    for (tool, args) in deerflow_tools() {
+        for argument in object(args.clone()).keys() {
+            for (shape, value) in &shapes {
+                let mut changed = object(args.clone());
+                match value {
+                    Some(value) => changed.insert(argument.clone(), value.clone()),
+                    None => changed.remove(argument),
+                };
+                let name = format!("shape:{tool}.{argument}={shape}");
+                probes.push(probe(&name, request(tool, Value::Object(changed), &now), false));
+            }
+        }
+    }
 
     let bash = |args: Value| request("bash", args, &now);
     for (name, tool) in [
@@ -210,6 +249,29 @@ mod tests {
         ] {
             assert!(probes.iter().any(|p| p.request.tool_name == tool && p.everyday), "{tool}");
         }
+        // Every argument of every tool in every bad shape.
+        for shape in [
+            "missing",
+            "null",
+            "number",
+            "list",
+            "object",
+            "empty",
+            "whitespace",
+            "dotdot",
+            "absolute",
+            "relative",
+            "1mb",
+            "unicode",
+            "control",
+        ] {
+            let name = format!("shape:ls.path={shape}");
+            let probe = probes.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(probe.request.tool_name, "ls");
+            assert_eq!(probe.request.tool_input.contains_key("path"), shape != "missing", "{name}");
+        }
+        assert!(probes.iter().any(|p| p.name == "shape:present_files.filepaths=dotdot"));
+        assert!(probes.iter().any(|p| p.name == "shape:task.subagent_type=control"));
         let mut names: Vec<_> = probes.iter().map(|p| p.name.as_str()).collect();
         names.sort_unstable();
         names.dedup();

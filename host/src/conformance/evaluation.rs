@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::call::{with_deadline, NoAnswer};
 use super::corpus::{corpus, Probe};
-use super::measure;
 use super::report::shorten;
+use super::{fuzz, measure};
 use super::{CaseId, Finding, Options, Recorder};
 use crate::instantiate::LoadedProvider;
 use crate::provider::{block_on, GuardrailProvider, ProviderFailure};
@@ -156,6 +156,44 @@ pub(crate) fn check(
     let volatile = Arc::new(loaded.info.volatile_metadata_keys.clone());
     let probes = Arc::new(corpus());
 
+    // The measured checks run first (they are reported in their place
+    // below): they measure the process as the provider left it, before the
+    // corpus's 1 MB arguments leave freed memory behind, which a leak would
+    // fill unseen. They send the everyday requests that were answered, and
+    // the thread check compares with the answers that were the same twice.
+    let everyday_probes: Arc<Vec<Probe>> = Arc::new(probes.iter().filter(|p| p.everyday).cloned().collect());
+    let once = pass(provider, &everyday_probes, &BTreeSet::new(), Path::Sync, &volatile, options);
+    let twice = pass(provider, &everyday_probes, &no_answers(&once), Path::Sync, &volatile, options);
+    let everyday: Vec<(Probe, Option<Outcome>)> = everyday_probes
+        .iter()
+        .zip(once.into_iter().zip(twice))
+        .filter(|(_, (a, b))| a.answered() && b.answered())
+        .map(|(p, (a, b))| (p.clone(), (!differs(&a, &b)).then_some(a)))
+        .collect();
+    // Many distinct requests for the thread check: random ones, kept where
+    // they were decided alike twice in a row.
+    let seed = options.seed.unwrap_or_else(fuzz::fresh_seed);
+    let randoms = Arc::new(fuzz::random_probes(seed, RANDOM_THREAD_REQUESTS));
+    let (once, twice) = (
+        pass(provider, &randoms, &BTreeSet::new(), Path::Sync, &volatile, options),
+        pass(provider, &randoms, &BTreeSet::new(), Path::Sync, &volatile, options),
+    );
+    let random = randoms
+        .iter()
+        .zip(once.into_iter().zip(twice))
+        .filter(|(_, (a, b))| matches!(a, Outcome::Decided(_)) && a.agrees_with(b))
+        .map(|(p, (a, _))| (p.clone(), a))
+        .collect();
+    let mut measured = Recorder { cases: Vec::new() };
+    measure::check(
+        &mut measured,
+        provider,
+        measure::Measured { everyday, random },
+        &volatile,
+        options,
+        resident,
+    );
+
     let mut first = Vec::new();
     recorder.check(CaseId::EvaluationCorpus, || {
         first = pass(provider, &probes, &BTreeSet::new(), Path::Sync, &volatile, options);
@@ -253,16 +291,73 @@ pub(crate) fn check(
     });
     recorder.check(CaseId::DecisionHygiene, || hygiene(&loaded.info.name, &probes, &first));
 
-    // The measured checks use the everyday requests that answered; the
-    // thread check compares with the first answers where those were stable.
-    let (everyday, baseline): (Vec<Probe>, Vec<Option<Outcome>>) = probes
-        .iter()
-        .zip(&first)
-        .enumerate()
-        .filter(|(i, (p, _))| p.everyday && !hung.contains(i))
-        .map(|(i, (p, o))| (p.clone(), (!unstable.contains(&i)).then(|| o.clone())))
-        .unzip();
-    measure::check(recorder, provider, everyday, baseline, &volatile, options, resident);
+    recorder.cases.extend(measured.cases);
+    recorder.check(CaseId::Fuzz, || fuzz_case(provider, &volatile, options, seed));
+}
+
+/// Random requests sent at once in the thread check, besides the everyday ones.
+const RANDOM_THREAD_REQUESTS: usize = 200;
+
+/// Random requests in batches, until the fuzz time is up.
+const FUZZ_BATCH: usize = 64;
+
+/// The `fuzz` case: random requests from `seed` for `options.fuzz`, on both
+/// paths in turn; each must be decided in time.
+fn fuzz_case(
+    provider: &Arc<dyn GuardrailProvider>,
+    volatile: &Arc<Vec<String>>,
+    options: &Options,
+    seed: u64,
+) -> Finding {
+    if options.fuzz.is_zero() {
+        return Finding::skip("not run: the fuzz time is zero");
+    }
+    // Another stream than the thread check's requests.
+    let fuzz_seed = seed ^ 0x5EED_F0F0_5EED_F0F0;
+    let started = std::time::Instant::now();
+    let (mut sent, mut problems, mut interrupts) = (0usize, Vec::new(), 0usize);
+    let mut batch_number = 0u64;
+    while started.elapsed() < options.fuzz && problems.len() < 8 {
+        let probes = Arc::new(fuzz::random_probes(fuzz_seed.wrapping_add(batch_number), FUZZ_BATCH));
+        let path = if batch_number % 2 == 0 { Path::Sync } else { Path::Async };
+        let outcomes = pass(provider, &probes, &BTreeSet::new(), path, volatile, options);
+        for (probe, outcome) in probes.iter().zip(&outcomes) {
+            match outcome {
+                Outcome::Decided(_) => {}
+                Outcome::Interrupted(_) => interrupts += 1,
+                Outcome::NotSent(_) => continue,
+                _ => problems.push(format!(
+                    "batch {batch_number}, {}: {}; the request: {}",
+                    probe.name.replace(&format!(" (seed {})", fuzz_seed.wrapping_add(batch_number)), ""),
+                    outcome.summary(),
+                    shorten(&serde_json::to_string(&probe.request).unwrap_or_default(), 400)
+                )),
+            }
+            sent += 1;
+        }
+        if outcomes.iter().any(|o| !o.answered()) {
+            problems.push("stopped here: a provider that hangs once is not asked again".into());
+            break;
+        }
+        batch_number += 1;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let reproduce = format!("seed {seed}; the same seed sends the same requests");
+    let finding = if problems.is_empty() {
+        let interrupted =
+            if interrupts > 0 { format!(" ({interrupts} with an interrupt)") } else { String::new() };
+        Finding::pass(format!(
+            "{sent} random requests in {seconds:.1} s, each decided{interrupted} ({reproduce})"
+        ))
+    } else {
+        Finding::fail(format!(
+            "{} of {sent} random requests got no decision ({reproduce}); a provider must decide every \
+             request, however odd",
+            problems.iter().filter(|p| !p.starts_with("stopped")).count()
+        ))
+        .details(problems)
+    };
+    finding.metric("requests", sent).metric("seed", seed)
 }
 
 /// The corpus case from the first pass.

@@ -45,20 +45,34 @@ impl Workload {
     }
 }
 
-/// Runs `thread_safety`, `latency` and `memory` on `probes`, whose
-/// single-threaded answers are `baseline` (`None` where they were not
-/// stable: the thread check leaves those out).
+/// The requests the measured checks send.
+pub(crate) struct Measured {
+    /// The everyday requests, each with its single-threaded answer where it
+    /// was stable (the thread check leaves the others out); latency and
+    /// memory send them all.
+    pub(crate) everyday: Vec<(Probe, Option<Outcome>)>,
+    /// Distinct random requests with their stable answers, for the thread
+    /// check only.
+    pub(crate) random: Vec<(Probe, Outcome)>,
+}
+
+/// Runs `thread_safety`, `latency` and `memory`.
 pub(crate) fn check(
     recorder: &mut Recorder,
     provider: &Arc<dyn GuardrailProvider>,
-    probes: Vec<Probe>,
-    baseline: Vec<Option<Outcome>>,
+    measured: Measured,
     volatile: &Arc<Vec<String>>,
     options: &Options,
     resident: &Resident,
 ) {
-    let (stable, stable_baseline): (Vec<Probe>, Vec<Outcome>) =
-        probes.iter().zip(baseline).filter_map(|(p, o)| Some((p.clone(), o?))).unzip();
+    let random = measured.random.len();
+    let (stable, stable_baseline): (Vec<Probe>, Vec<Outcome>) = measured
+        .everyday
+        .iter()
+        .filter_map(|(p, o)| Some((p.clone(), o.clone()?)))
+        .chain(measured.random)
+        .unzip();
+    let probes: Vec<Probe> = measured.everyday.into_iter().map(|(p, _)| p).collect();
     let workload = |probes: Vec<Probe>| {
         Arc::new(Workload {
             provider: provider.clone(),
@@ -71,7 +85,7 @@ pub(crate) fn check(
         if stable.is_empty() {
             return Finding::skip("no everyday request was answered alike every time (see determinism)");
         }
-        thread_safety(&workload(stable), Arc::new(stable_baseline), volatile.clone())
+        thread_safety(&workload(stable), Arc::new(stable_baseline), volatile.clone(), random)
     });
     if probes.is_empty() {
         for id in [CaseId::Latency, CaseId::Memory] {
@@ -94,7 +108,13 @@ fn stopped_early(done: usize, planned: usize, limit: Duration) -> String {
     }
 }
 
-fn thread_safety(work: &Arc<Workload>, baseline: Arc<Vec<Outcome>>, volatile: Arc<Vec<String>>) -> Finding {
+fn thread_safety(
+    work: &Arc<Workload>,
+    baseline: Arc<Vec<Outcome>>,
+    volatile: Arc<Vec<String>>,
+    random: usize,
+) -> Finding {
+    let requests = format!("{} distinct requests ({random} random)", work.probes.len());
     let threads = work.options.threads.max(2);
     let per_thread = (work.options.iterations / threads).max(1);
     let limit = work.options.case_time_limit;
@@ -174,11 +194,11 @@ fn thread_safety(work: &Arc<Workload>, baseline: Arc<Vec<Outcome>>, volatile: Ar
     let early = stopped_early(done, per_thread * threads, limit);
     let finding = if wrong == 0 {
         Finding::pass(format!(
-            "{done} evaluations on {threads} threads agreed with the single-threaded answers{early}"
+            "{done} evaluations of {requests} on {threads} threads agreed with the single-threaded answers{early}"
         ))
     } else {
         Finding::fail(format!(
-            "{wrong} of {done} evaluations on {threads} threads disagreed with the single-threaded answers{early}; \
+            "{wrong} of {done} evaluations of {requests} on {threads} threads disagreed with the single-threaded answers{early}; \
              state shared between calls is not thread-safe: hold one lock across the whole decision, \
              or keep no mutable state"
         ))

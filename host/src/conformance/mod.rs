@@ -28,11 +28,12 @@
 //! [`assert_conforms`] and [`cdylib`] (see the provider authors' guide, `docs/authors.md`).
 
 mod call;
+mod child;
 mod construction;
 pub mod corpus;
 mod evaluation;
+mod fuzz;
 mod measure;
-mod program;
 mod report;
 
 use std::path::{Path, PathBuf};
@@ -40,11 +41,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+use crate::config::Isolation;
 use crate::instantiate::{locate_checked, BuildError};
 use crate::loader::{FileChecks, LoadError, LoadErrorKind};
 
 pub use measure::memory_kib;
-pub use report::{Case, CaseId, Report, Status};
+pub use report::{Case, CaseId, Report, Reports, Status};
 
 /// How hard the kit pushes.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +71,21 @@ pub struct Options {
     pub allow_insecure_permissions: bool,
     /// Who runs the kit, so that its hints name options that exist there.
     pub caller: Caller,
+    /// Where a library's code runs: in the kit's process (the default), or
+    /// in a provider process (`Isolation::Process`), where a segfault, an
+    /// `abort` or an `exit` is a failed case naming what caused it, and the
+    /// kit goes on. A provider program always runs in a process of its own.
+    pub isolation: Isolation,
+    /// How long the `fuzz` case sends random requests (zero: not at all).
+    pub fuzz: Duration,
+    /// The seed of the random requests (`fuzz`, and the distinct requests
+    /// of `thread_safety`); `None`: a fresh one, printed in the report, so
+    /// a failure can be reproduced.
+    pub seed: Option<u64>,
+    /// The program that runs a library's provider process under
+    /// `Isolation::Process` (`guardhost provider-server`); `None`: the
+    /// host's own search ([`crate::isolation::server_program`]).
+    pub server_program: Option<PathBuf>,
 }
 
 /// Who runs the kit: its hints name that caller's own way of passing a
@@ -96,7 +113,7 @@ impl Caller {
     }
 
     /// How to accept a library that others could change.
-    fn insecure_hint(self) -> &'static str {
+    pub(crate) fn insecure_hint(self) -> &'static str {
         match self {
             Caller::Library => "or set `Options::allow_insecure_permissions`",
             Caller::Cli => "or pass --allow-insecure-permissions",
@@ -116,6 +133,10 @@ impl Default for Options {
             case_time_limit: Duration::from_secs(10),
             allow_insecure_permissions: false,
             caller: Caller::Library,
+            isolation: Isolation::InProcess,
+            fuzz: Duration::from_secs(2),
+            seed: None,
+            server_program: None,
         }
     }
 }
@@ -131,6 +152,7 @@ impl Options {
             iterations: 2_000,
             case_time_limit: Duration::from_secs(3),
             latency_budget: Duration::from_millis(50),
+            fuzz: Duration::from_millis(500),
             ..Options::default()
         }
     }
@@ -217,8 +239,28 @@ impl Recorder {
 pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report {
     let started = Instant::now();
     let mut recorder = Recorder { cases: Vec::new() };
-    let mut report =
-        Report { use_: use_.to_owned(), provider: None, abi_version: None, cases: Vec::new(), seconds: 0.0 };
+    let mut report = Report {
+        use_: use_.to_owned(),
+        config: None,
+        provider: None,
+        abi_version: None,
+        cases: Vec::new(),
+        seconds: 0.0,
+    };
+    if options.isolation == Isolation::Process {
+        match child::check(&mut recorder, child::Target::Library(use_), config, options) {
+            None => recorder.skip_rest("the provider could not be started (see load)"),
+            Some((loaded, resident)) => {
+                let (major, minor) = loaded.info.abi_version;
+                report.provider = Some(report::shorten(&loaded.info.name, 80));
+                report.abi_version = Some(format!("{major}.{minor}"));
+                evaluation::check(&mut recorder, &loaded, options, &resident);
+            }
+        }
+        report.cases = recorder.cases;
+        report.seconds = report::seconds(started.elapsed());
+        return report;
+    }
     let mut located = None;
     let checks =
         FileChecks { allow_insecure_permissions: options.allow_insecure_permissions, ..Default::default() };
@@ -268,12 +310,13 @@ pub fn run_program(command: &[String], config: &Map<String, Value>, options: &Op
     let mut recorder = Recorder { cases: Vec::new() };
     let mut report = Report {
         use_: format!("command: {}", command.join(" ")),
+        config: None,
         provider: None,
         abi_version: None,
         cases: Vec::new(),
         seconds: 0.0,
     };
-    match program::check(&mut recorder, command, config, options) {
+    match child::check(&mut recorder, child::Target::Program(command), config, options) {
         None => recorder.skip_rest("the provider program could not be started (see load)"),
         Some((loaded, resident)) => {
             report.provider = Some(report::shorten(&loaded.info.name, 80));

@@ -77,6 +77,7 @@ case_ids! {
     ThreadSafety = "thread_safety": "concurrent evaluations agree with single-threaded ones",
     Latency = "latency": "p99 of an evaluation stays within the budget",
     Memory = "memory": "resident memory does not grow over many evaluations",
+    Fuzz = "fuzz": "random requests, reproducible from a seed, each get a decision, in time",
 }
 
 impl std::fmt::Display for CaseId {
@@ -110,6 +111,10 @@ pub struct Report {
     /// The `use:` value checked.
     #[serde(rename = "use")]
     pub use_: String,
+    /// Which of several configs this report is about (`config 2 of 3
+    /// (--config-file strict.yaml)`); never the config's values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
     /// The provider's name, once its descriptor was read.
     pub provider: Option<String>,
     /// The ABI version its library was built against.
@@ -138,6 +143,9 @@ impl Report {
 
     fn heading(&self) -> String {
         let mut heading = format!("guardhost conformance: {}", self.use_);
+        if let Some(config) = &self.config {
+            let _ = write!(heading, ", {config}");
+        }
         if let (Some(name), Some(abi)) = (&self.provider, &self.abi_version) {
             let _ = write!(heading, " (provider '{name}', ABI {abi})");
         }
@@ -187,15 +195,13 @@ impl Report {
     /// skip `<skipped>`, a warning a pass whose `<system-out>` starts with
     /// `WARN`.
     pub fn to_junit(&self) -> String {
+        Reports(vec![self.clone()]).to_junit()
+    }
+
+    /// This report as one `<testsuite>`.
+    fn junit_suite(&self, out: &mut String) {
         let failures = self.count(Status::Fail);
         let skipped = self.count(Status::Skip);
-        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-        let _ = writeln!(
-            out,
-            "<testsuites name=\"guardhost conformance\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{:.3}\">",
-            self.cases.len(),
-            self.seconds
-        );
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{:.3}\">",
@@ -234,7 +240,72 @@ impl Report {
             }
             out.push_str("</testcase>\n");
         }
-        out.push_str("  </testsuite>\n</testsuites>\n");
+        out.push_str("  </testsuite>\n");
+    }
+}
+
+/// The reports of one provider under several configs (`--config` given
+/// more than once), one per config, as one document: it passes when every
+/// report does.
+#[derive(Debug, Clone)]
+pub struct Reports(pub Vec<Report>);
+
+impl Reports {
+    /// Whether every report passed.
+    pub fn passed(&self) -> bool {
+        self.0.iter().all(Report::passed)
+    }
+
+    /// The reports' tables one after the other, and with several a last
+    /// line counting them.
+    pub fn to_text(&self) -> String {
+        let mut out = self.0.iter().map(Report::to_text).collect::<Vec<_>>().join("\n");
+        if self.0.len() > 1 {
+            let failed = self.0.iter().filter(|r| !r.passed()).count();
+            let _ = writeln!(
+                out,
+                "\n{} configs: {} passed, {failed} failed",
+                self.0.len(),
+                self.0.len() - failed
+            );
+        }
+        out
+    }
+
+    /// One report as [`Report::to_json`]; several as
+    /// `{"passed": bool, "reports": [...]}`.
+    pub fn to_json(&self) -> String {
+        if let [one] = &self.0[..] {
+            return one.to_json();
+        }
+        let reports: Vec<Value> = self
+            .0
+            .iter()
+            .map(|report| serde_json::from_str(&report.to_json()).unwrap_or(Value::Null))
+            .collect();
+        let mut text =
+            serde_json::to_string_pretty(&serde_json::json!({"passed": self.passed(), "reports": reports}))
+                .unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// JUnit XML with one `<testsuite>` per report.
+    pub fn to_junit(&self) -> String {
+        let count = |status| self.0.iter().map(|r| r.count(status)).sum::<usize>();
+        let tests: usize = self.0.iter().map(|r| r.cases.len()).sum();
+        let seconds: f64 = self.0.iter().map(|r| r.seconds).sum();
+        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        let _ = writeln!(
+            out,
+            "<testsuites name=\"guardhost conformance\" tests=\"{tests}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{seconds:.3}\">",
+            count(Status::Fail),
+            count(Status::Skip),
+        );
+        for report in &self.0 {
+            report.junit_suite(&mut out);
+        }
+        out.push_str("</testsuites>\n");
         out
     }
 }

@@ -208,10 +208,8 @@ impl ProcessProvider {
             supervisor: events.clone(),
         };
         let (connection, mut info) = shared.launch(&events).map_err(|error| match error {
-            Launch::Build(message) => match &shared.child {
-                ChildKind::Server { .. } => {
-                    BuildError::Isolation { message: format!("{message} (in the provider process)") }
-                }
+            Launch::Build(message, panicked) => match &shared.child {
+                ChildKind::Server { .. } => BuildError::InProviderProcess { message, panicked },
                 ChildKind::Program { argv, .. } => {
                     BuildError::ProgramRefused { program: argv.join(" "), message }
                 }
@@ -487,8 +485,9 @@ struct ProgramInfo {
 
 /// Why a start failed.
 enum Launch {
-    /// The server could not build the provider: its message.
-    Build(String),
+    /// The server could not build the provider: its message, and whether
+    /// the constructor panicked.
+    Build(String, bool),
     /// Anything else.
     Other(String),
 }
@@ -599,7 +598,7 @@ fn read_answers(
         }
         match protocol::read_message::<FromServer>(&mut input) {
             Ok(FromServer::Ready { info }) => child.info(info).map_err(Launch::Other),
-            Ok(FromServer::Failed { error }) => Err(Launch::Build(error)),
+            Ok(FromServer::Failed { error, panicked }) => Err(Launch::Build(error, panicked)),
             Ok(other) => Err(Launch::Other(format!("the provider process sent {other:?} instead of ready"))),
             Err(error) => Err(Launch::Other(format!("the provider process {}", connection.ended(error)))),
         }
@@ -802,7 +801,7 @@ fn supervise(shared: Weak<Shared>, events: mpsc::Receiver<Event>, sender: mpsc::
                     }
                     break;
                 }
-                Err(Launch::Build(error) | Launch::Other(error)) => {
+                Err(Launch::Build(error, _) | Launch::Other(error)) => {
                     tracing::error!(provider = %shared.name, "cannot restart the provider process: {error}");
                     reason = format!("its restart failed: {error}");
                 }

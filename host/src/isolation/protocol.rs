@@ -94,6 +94,9 @@ pub enum FromServer {
     Failed {
         /// Why, as the host would have said it in process.
         error: String,
+        /// Whether the constructor panicked rather than returning an error.
+        #[serde(default)]
+        panicked: bool,
     },
     /// The answer to one [`ToServer::Evaluate`].
     Answer {
@@ -276,22 +279,22 @@ mod tests {
 
     #[test]
     fn a_frame_round_trips() {
-        let frame = encode(&FromServer::Failed { error: "no\nsuch file".into() });
+        let frame = encode(&FromServer::Failed { error: "no\nsuch file".into(), panicked: false });
         assert_eq!(&frame[..2], b"GH");
         match read(&frame).unwrap() {
-            FromServer::Failed { error } => assert_eq!(error, "no\nsuch file"),
+            FromServer::Failed { error, .. } => assert_eq!(error, "no\nsuch file"),
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
     fn frames_follow_each_other() {
-        let mut stream = encode(&FromServer::Failed { error: "one".into() });
-        stream.extend(encode(&FromServer::Failed { error: "two".into() }));
+        let mut stream = encode(&FromServer::Failed { error: "one".into(), panicked: false });
+        stream.extend(encode(&FromServer::Failed { error: "two".into(), panicked: false }));
         let mut input = io::BufReader::new(&stream[..]);
         for expected in ["one", "two"] {
             match read_message::<FromServer>(&mut input).unwrap() {
-                FromServer::Failed { error } => assert_eq!(error, expected),
+                FromServer::Failed { error, .. } => assert_eq!(error, expected),
                 other => panic!("{other:?}"),
             }
         }
@@ -310,7 +313,7 @@ mod tests {
     #[test]
     fn the_quoted_text_stops_at_the_next_frame_or_after_60_bytes() {
         let mut stream = b"debug line\n".to_vec();
-        stream.extend(encode(&FromServer::Failed { error: "x".into() }));
+        stream.extend(encode(&FromServer::Failed { error: "x".into(), panicked: false }));
         assert!(read(&stream).unwrap_err().to_string().ends_with(r#": "debug line\n""#));
         let long = [b'x'; 100];
         assert!(read(&long).unwrap_err().to_string().ends_with(&format!("{:?}...", "x".repeat(60))));
@@ -318,7 +321,7 @@ mod tests {
 
     #[test]
     fn a_cut_frame_an_oversized_one_and_a_bad_body_are_errors() {
-        let frame = encode(&FromServer::Failed { error: "x".into() });
+        let frame = encode(&FromServer::Failed { error: "x".into(), panicked: false });
         assert!(matches!(read(&frame[..frame.len() - 1]), Err(FrameError::Io(_))));
         assert!(matches!(read(b"GH\xff\xff\xff\xff"), Err(FrameError::TooLarge(_))));
         assert!(matches!(read(b"GH\x00\x00\x00\x02{}"), Err(FrameError::BadMessage(_))));

@@ -55,7 +55,10 @@ pub fn serve(
                 "the host speaks provider protocol {protocol}, this server {PROTOCOL_VERSION}: \
                  run the host and the server from the same guardhost build"
             );
-            protocol::write_message(&mut output, &FromServer::Failed { error: error.clone() })?;
+            protocol::write_message(
+                &mut output,
+                &FromServer::Failed { error: error.clone(), panicked: false },
+            )?;
             return Err(ServeError::Protocol(error));
         }
         Ok(other) => return Err(ServeError::Protocol(format!("sent {other:?} before init"))),
@@ -72,6 +75,7 @@ pub fn serve(
     let loaded = match instantiate_with(&spec, &base_dir, true) {
         Ok(loaded) => loaded,
         Err(error) => {
+            let panicked = matches!(error, BuildError::Constructor { panicked: true, .. });
             let error = match error {
                 BuildError::Load(LoadError {
                     path,
@@ -85,7 +89,7 @@ pub fn serve(
                 ),
                 error => error.to_string(),
             };
-            protocol::write_message(&mut output, &FromServer::Failed { error: error.clone() })?;
+            protocol::write_message(&mut output, &FromServer::Failed { error: error.clone(), panicked })?;
             return Err(ServeError::Build(error));
         }
     };

@@ -139,6 +139,9 @@ def conformance(
     iterations: int | None = None,
     latency_budget_us: int | None = None,
     allow_insecure_permissions: bool = False,
+    isolation: str | None = None,
+    fuzz_seconds: float | None = None,
+    seed: int | None = None,
 ) -> ConformanceReport:
     """Runs the conformance kit against a provider, as ``guardhost conformance`` does.
 
@@ -148,11 +151,26 @@ def conformance(
     ``quick`` uses the kit's quick options (fewer iterations, a 50 ms latency
     budget); ``threads``, ``iterations`` and ``latency_budget_us`` override
     single options; ``allow_insecure_permissions`` loads a library that
-    other users could change. The GIL is released while the kit runs.
+    other users could change; ``isolation="process"`` runs a library's code
+    in a provider process, where a crash is a failed case rather than the
+    end of the interpreter; ``fuzz_seconds`` and ``seed`` set the random
+    requests (the report names the seed). The GIL is released while the
+    kit runs.
     """
     argv = None if command is None else [os.fspath(part) for part in command]
     report_json, text = _conformance_json(
-        use, dict(config) if config else None, quick, threads, iterations, latency_budget_us, allow_insecure_permissions, argv
+        use,
+        dict(config) if config else None,
+        quick,
+        threads,
+        iterations,
+        latency_budget_us,
+        allow_insecure_permissions,
+        argv,
+        isolation,
+        fuzz_seconds,
+        seed,
+        server_program(),
     )
     report = ConformanceReport(json.loads(report_json))
     report.text = text

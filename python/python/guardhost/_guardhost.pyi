@@ -123,5 +123,9 @@ def conformance_json(
     latency_budget_us: int | None = None,
     allow_insecure_permissions: bool = False,
     command: list[str] | None = None,
+    isolation: str | None = None,
+    fuzz_seconds: float | None = None,
+    seed: int | None = None,
+    program: str | None = None,
 ) -> tuple[str, str]: ...
 def serve_provider(input: int, output: int) -> int: ...
