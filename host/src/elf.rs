@@ -4,10 +4,10 @@
 
 /// The names of the defined, global or weak data objects of at least
 /// `min_size` bytes in the dynamic symbol table (`.dynsym`) of an ELF file
-/// (32- or 64-bit, either byte order), in table order. Empty for anything
-/// that is not such a file or has no such table.
-pub(crate) fn exported_objects(bytes: &[u8], min_size: u64) -> Vec<String> {
-    parse(bytes, min_size).unwrap_or_default()
+/// (32- or 64-bit, either byte order), in table order. `None` for anything
+/// that is not such a file (a Mach-O or PE library) or has no such table.
+pub(crate) fn exported_objects(bytes: &[u8], min_size: u64) -> Option<Vec<String>> {
+    parse(bytes, min_size)
 }
 
 /// The fixed-size fields of an ELF file, in its byte order.
@@ -114,8 +114,8 @@ mod tests {
 
     #[test]
     fn anything_but_elf_has_no_symbols() {
-        assert!(exported_objects(b"not a library", 8).is_empty());
-        assert!(exported_objects(b"\x7fELF\x02\x01", 8).is_empty());
-        assert!(exported_objects(&[], 8).is_empty());
+        assert_eq!(exported_objects(b"not a library", 8), None);
+        assert_eq!(exported_objects(b"\x7fELF\x02\x01", 8), None);
+        assert_eq!(exported_objects(&[], 8), None);
     }
 }

@@ -58,8 +58,9 @@ pub enum LoadErrorKind {
         symbol: String,
         /// The OS loader's message.
         reason: String,
-        /// The provider descriptors the library does export (ELF only).
-        exported: Box<[String]>,
+        /// The provider descriptors the library does export; `None` where
+        /// they cannot be listed (not an ELF file).
+        exported: Option<Box<[String]>>,
     },
     /// The symbol is not a guardhost provider descriptor.
     #[error("symbol `{symbol}` is not a guardhost provider descriptor (its first bytes are neither the Rust nor the C descriptor magic); export a Rust provider with `guardhost_abi::export_provider!`, a C one as a `guardhost_descriptor` initialised with GUARDHOST_DESCRIPTOR_INIT (guardhost.h)")]
@@ -145,8 +146,13 @@ pub enum LoadErrorKind {
 }
 
 /// What to write after the colon instead, for [`LoadErrorKind::SymbolMissing`].
-fn exported_hint(exported: &[String]) -> String {
-    match exported {
+fn exported_hint(exported: &Option<Box<[String]>>) -> String {
+    let Some(exported) = exported else {
+        return "check the name after the colon (it is case-sensitive) and that the provider is exported \
+                (`guardhost_abi::export_provider!`, or GUARDHOST_EXPORT in C)"
+            .to_owned();
+    };
+    match &exported[..] {
         [] => "it exports no guardhost provider descriptor at all; export a Rust provider with \
                `guardhost_abi::export_provider!`, a C one with GUARDHOST_EXPORT (guardhost.h)"
             .to_owned(),
@@ -312,7 +318,7 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
     .map_err(|reason| fail(LoadErrorKind::NotLoadable { reason }))?;
     let descriptor = find_descriptor(library, symbol).map_err(|kind| match kind {
         LoadErrorKind::SymbolMissing { symbol, reason, .. } => {
-            let exported = provider_symbols(library, &canonical).into_boxed_slice();
+            let exported = provider_symbols(library, &canonical).map(Vec::into_boxed_slice);
             fail(LoadErrorKind::SymbolMissing { symbol, reason, exported })
         }
         kind => fail(kind),
@@ -558,10 +564,11 @@ fn os_reason(error: &libloading::Error) -> String {
 /// a descriptor magic (Rust or C): what a `use:` could name. Read from the
 /// file's dynamic symbol table (ELF; empty elsewhere), then each looked up
 /// in the mapped `library`.
-fn provider_symbols(library: &'static libloading::Library, path: &Path) -> Vec<String> {
-    let Ok(bytes) = std::fs::read(path) else { return Vec::new() };
+fn provider_symbols(library: &'static libloading::Library, path: &Path) -> Option<Vec<String>> {
+    let bytes = std::fs::read(path).ok()?;
     let magic_size = std::mem::size_of_val(&MAGIC) as u64;
-    crate::elf::exported_objects(&bytes, magic_size)
+    let names = crate::elf::exported_objects(&bytes, magic_size)?;
+    let providers = names
         .into_iter()
         .filter(|name| {
             // SAFETY: we ask for the symbol's address only (a raw pointer,
@@ -578,7 +585,8 @@ fn provider_symbols(library: &'static libloading::Library, path: &Path) -> Vec<S
             let first: [u8; 8] = unsafe { std::ptr::read_unaligned(address.cast::<[u8; 8]>()) };
             first == MAGIC || first == C_MAGIC
         })
-        .collect()
+        .collect();
+    Some(providers)
 }
 
 fn find_descriptor(
@@ -588,18 +596,15 @@ fn find_descriptor(
     // SAFETY: we ask for the symbol's address only (the type is a raw
     // pointer, never a function we would call), so no type confusion can
     // happen in `get` itself.
-    let address =
-        unsafe { library.get::<*const u8>(symbol.as_bytes()) }.map_err(|e| LoadErrorKind::SymbolMissing {
-            symbol: symbol.to_owned(),
-            reason: os_reason(&e),
-            exported: Box::default(),
-        })?;
+    let address = unsafe { library.get::<*const u8>(symbol.as_bytes()) }.map_err(|e| {
+        LoadErrorKind::SymbolMissing { symbol: symbol.to_owned(), reason: os_reason(&e), exported: None }
+    })?;
     let address: *const u8 = *address;
     if address.is_null() {
         return Err(LoadErrorKind::SymbolMissing {
             symbol: symbol.to_owned(),
             reason: "its address is null".into(),
-            exported: Box::default(),
+            exported: None,
         });
     }
     // SAFETY: the symbol is exported by a mapped library, so its first bytes

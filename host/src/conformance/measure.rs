@@ -313,16 +313,19 @@ fn memory(work: &Arc<Workload>) -> Finding {
     let limit = work.options.case_time_limit;
     let shared = work.clone();
     // Resident memory is the whole process's, so other threads can move it:
-    // the growth must show in both halves of the run to count as a leak.
-    // The warm-up and each half get a third of the time limit.
+    // the growth must show in two runs of `half` evaluations in a row to
+    // count as a leak. Memory the process freed earlier absorbs a leak
+    // unseen until it is used up, so when only the second run grew, a third
+    // decides. The warm-up and each run get a quarter of the time limit.
+    let budget = work.options.memory_budget;
     let measured = with_deadline(work.deadline(), move || {
         let work = shared;
-        let third = limit / 3;
+        let quarter = limit / 4;
         let mut done = 0;
         let run = |count: usize, done: &mut usize| {
             let started = Instant::now();
             for _ in 0..count {
-                if started.elapsed() > third {
+                if started.elapsed() > quarter {
                     break;
                 }
                 work.evaluate(*done);
@@ -333,7 +336,16 @@ fn memory(work: &Arc<Workload>) -> Finding {
         let warm_up = done;
         let mut marks = vec![(work.resident)()];
         let mut halves = Vec::new();
-        for _ in 0..2 {
+        let grew = |i: usize, marks: &[Option<u64>]| match (marks[i], marks[i + 1]) {
+            (Some(a), Some(b)) => b.saturating_sub(a) > budget / 2,
+            _ => false,
+        };
+        for part in 0..3 {
+            // A third run only when the second grew and the first did not.
+            let only_second_grew = part == 2 && grew(1, &marks) && !grew(0, &marks);
+            if part == 2 && !only_second_grew {
+                break;
+            }
             let before = done;
             run(half, &mut done);
             halves.push(done - before);
@@ -349,23 +361,24 @@ fn memory(work: &Arc<Workload>) -> Finding {
     };
     if halves.iter().any(|&n| n < MIN_EVALUATIONS_PER_HALF) {
         return Finding::skip(format!(
-            "too slow to measure: {} and {} evaluations in the two halves, fewer than {MIN_EVALUATIONS_PER_HALF} each",
-            halves[0], halves[1]
+            "too slow to measure: {} evaluations in runs of {half}, fewer than {MIN_EVALUATIONS_PER_HALF} in one",
+            halves.iter().map(usize::to_string).collect::<Vec<_>>().join(" + ")
         ));
     }
-    let [start, middle, end] = marks[..] else {
+    if marks.len() < 3 || halves.len() + 1 != marks.len() {
         return Finding::skip("resident memory could not be read during the run");
-    };
-    let (first, second) = (middle.saturating_sub(start), end.saturating_sub(middle));
-    let budget = work.options.memory_budget;
+    }
+    let (start, end) = (marks[0], marks[marks.len() - 1]);
+    let parts: Vec<u64> = marks.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+    let (first, second) = (parts[parts.len() - 2], parts[parts.len() - 1]);
     let growth = end.saturating_sub(start);
     let per_call = growth / done.max(1) as u64;
     let numbers = format!(
-        "resident memory grew by {} over {done} evaluations ({} + {} in two halves){}",
+        "resident memory grew by {} over {done} evaluations ({} in {} runs){}",
         size(growth),
-        size(first),
-        size(second),
-        stopped_early(done, half * 2, limit)
+        parts.iter().map(|&p| size(p)).collect::<Vec<_>>().join(" + "),
+        parts.len(),
+        stopped_early(done, half * parts.len(), limit)
     );
     let finding = if first > budget / 2 && second > budget / 2 {
         Finding::fail(format!(
