@@ -248,18 +248,7 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
         seconds: 0.0,
     };
     if options.isolation == Isolation::Process {
-        match child::check(&mut recorder, child::Target::Library(use_), config, options) {
-            None => recorder.skip_rest("the provider could not be started (see load)"),
-            Some((loaded, resident)) => {
-                let (major, minor) = loaded.info.abi_version;
-                report.provider = Some(report::shorten(&loaded.info.name, 80));
-                report.abi_version = Some(format!("{major}.{minor}"));
-                evaluation::check(&mut recorder, &loaded, options, &resident);
-            }
-        }
-        report.cases = recorder.cases;
-        report.seconds = report::seconds(started.elapsed());
-        return report;
+        return run_in_child(child::Target::Library(use_), use_.to_owned(), config, options);
     }
     let mut located = None;
     let checks =
@@ -306,21 +295,36 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
 /// hangs instead of answering `failed` fails them; the memory case measures
 /// the program's process.
 pub fn run_program(command: &[String], config: &Map<String, Value>, options: &Options) -> Report {
+    run_in_child(child::Target::Program(command), format!("command: {}", command.join(" ")), config, options)
+}
+
+/// Every check, with the provider's code in a child process: a provider
+/// program, or a library under `Isolation::Process`.
+fn run_in_child(
+    target: child::Target<'_>,
+    shown: String,
+    config: &Map<String, Value>,
+    options: &Options,
+) -> Report {
     let started = Instant::now();
     let mut recorder = Recorder { cases: Vec::new() };
     let mut report = Report {
-        use_: format!("command: {}", command.join(" ")),
+        use_: shown,
         config: None,
         provider: None,
         abi_version: None,
         cases: Vec::new(),
         seconds: 0.0,
     };
-    match child::check(&mut recorder, child::Target::Program(command), config, options) {
-        None => recorder.skip_rest("the provider program could not be started (see load)"),
+    match child::check(&mut recorder, target, config, options) {
+        None => recorder.skip_rest("the provider could not be started (see load)"),
         Some((loaded, resident)) => {
+            let (major, minor) = loaded.info.abi_version;
             report.provider = Some(report::shorten(&loaded.info.name, 80));
-            report.abi_version = Some(format!("protocol {}", loaded.info.abi_version.0));
+            report.abi_version = Some(match target {
+                child::Target::Program(_) => format!("protocol {major}"),
+                child::Target::Library(_) => format!("{major}.{minor}"),
+            });
             evaluation::check(&mut recorder, &loaded, options, &resident);
         }
     }

@@ -171,7 +171,7 @@ impl ProcessProvider {
     /// until it says it is ready; its `failed` message is the error.
     pub fn start_program(spec: &ProviderSpec, base_dir: &Path) -> Result<(Self, ProviderInfo), BuildError> {
         let argv = spec.command.clone().unwrap_or_default();
-        let Some((program, args)) = argv.split_first() else {
+        let Some(program) = argv.first() else {
             return Err(BuildError::Isolation { message: "`provider.command` names no program".into() });
         };
         // A path with a directory in it is the config directory's, as the
@@ -182,7 +182,7 @@ impl ProcessProvider {
         } else {
             PathBuf::from(program)
         };
-        let child = ChildKind::Program { program, args: args.to_vec(), dir: base_dir.to_path_buf(), argv };
+        let child = ChildKind::Program { program, dir: base_dir.to_path_buf(), argv };
         Self::start_child(spec, base_dir, child)
     }
 
@@ -399,13 +399,11 @@ enum ChildKind {
     },
     /// The author's own program (`provider.command`).
     Program {
-        /// The program, resolved.
+        /// The program (`argv[0]`), resolved.
         program: PathBuf,
-        /// Its arguments.
-        args: Vec<String>,
         /// Where it runs: the config file's directory.
         dir: PathBuf,
-        /// `provider.command` as written, for messages and `check`.
+        /// `provider.command` as written: the program and its arguments.
         argv: Vec<String>,
     },
 }
@@ -427,9 +425,9 @@ impl ChildKind {
                 command.arg("provider-server");
                 command
             }
-            ChildKind::Program { program, args, dir, .. } => {
+            ChildKind::Program { program, dir, argv } => {
                 let mut command = Command::new(program);
-                command.args(args).current_dir(dir);
+                command.args(&argv[1..]).current_dir(dir);
                 command
             }
         }

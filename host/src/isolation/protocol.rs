@@ -80,7 +80,9 @@ pub enum FromServer {
     Hello {
         /// The server's protocol version.
         protocol: u32,
-        /// The server's guardhost version.
+        /// The server's guardhost version (a provider program's own
+        /// version text; optional).
+        #[serde(default)]
         version: String,
     },
     /// The provider is constructed.
