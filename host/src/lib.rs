@@ -81,7 +81,7 @@ pub mod timeout;
 mod yaml;
 
 pub use audit::{
-    AuditAction, AuditChanges, AuditError, AuditEvent, AuditProvider, AuditSink, JsonlAuditSink,
+    AuditAction, AuditChanges, AuditError, AuditEvent, AuditProvider, AuditRecord, AuditSink, JsonlAuditSink,
     MemoryAuditSink,
 };
 pub use config::{

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use guardhost::{
-    async_handler, AuditAction, AuditEvent, GuardrailMiddleware, MemoryAuditSink, MiddlewareChain,
-    SyncHandler, ToolCall, ToolCallError, ToolCallMiddleware, ToolCallRequest, ToolMessage, ToolResult,
-    ToolStatus,
+    async_handler, AuditAction, AuditEvent, GuardrailMiddleware, JsonlAuditSink, MemoryAuditSink,
+    MiddlewareChain, SyncHandler, ToolCall, ToolCallError, ToolCallMiddleware, ToolCallRequest, ToolMessage,
+    ToolResult, ToolStatus,
 };
 use serde_json::{json, Value};
 use support::{middleware, object};
@@ -206,14 +206,32 @@ fn control_flow_signal_propagates_unchanged() {
     }
 }
 
+/// The events of one call, recorded in memory; the same call through the
+/// JSON-lines sink (its writer thread, its file) must give the same events,
+/// but for their decision ids and times.
 fn audited(symbol: &str, fail_closed: bool, call: ToolCallRequest, path: Path) -> Vec<AuditEvent> {
-    let audit = Arc::new(MemoryAuditSink::new());
-    let mw = middleware(symbol)
-        .with_fail_closed(fail_closed)
-        .with_passport(Some("agent-7".into()))
-        .with_audit_sink(audit.clone());
-    let _ = run(&mw, call, path);
-    audit.events()
+    let mw = middleware(symbol).with_fail_closed(fail_closed).with_passport(Some("agent-7".into()));
+    let memory = Arc::new(MemoryAuditSink::new());
+    let _ = run(&mw.clone().with_audit_sink(memory.clone()), call.clone(), path);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let jsonl = Arc::new(JsonlAuditSink::open(&file).unwrap());
+    let _ = run(&mw.with_audit_sink(jsonl.clone()), call, path);
+    jsonl.flush();
+    let mut written: Vec<AuditEvent> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let events = memory.events();
+    assert_eq!(written.len(), events.len(), "{path:?}");
+    for (written, event) in written.iter_mut().zip(&events) {
+        assert_ne!(written.decision_id, event.decision_id);
+        written.decision_id.clone_from(&event.decision_id);
+        written.time.clone_from(&event.time);
+        assert_eq!(written, event, "{path:?}");
+    }
+    events
 }
 
 fn attributed_call() -> ToolCallRequest {

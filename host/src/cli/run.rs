@@ -198,6 +198,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         out.write_all(b"\n").map_err(write_error)?;
     }
     out.flush().map_err(write_error)?;
+    // Every audit event is in its file before the summary says the run is over.
+    if let Some(sink) = &audit {
+        sink.flush();
+    }
 
     eprintln!("{}", counts.summary());
     Ok(ExitCode::from(counts.exit_code()))

@@ -2,15 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::audit::{decision_id, AuditAction, AuditChanges, AuditEvent, AuditProvider, AuditSink};
+use crate::audit::{AuditAction, AuditProvider, AuditRecord, AuditSink};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::{
     GuardrailDecision, GuardrailRequest, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
 };
-
-/// Longest reason message kept in an audit event, in characters.
-const REASON_MESSAGE_LIMIT: usize = 500;
 
 /// Evaluates every tool call against a provider before it runs.
 ///
@@ -25,7 +22,8 @@ pub struct GuardrailMiddleware {
     fail_closed: bool,
     passport: Option<String>,
     audit: Option<Arc<dyn AuditSink>>,
-    library_sha256: Option<String>,
+    /// Who decides, as audit events name it.
+    audit_provider: AuditProvider,
 }
 
 impl std::fmt::Debug for GuardrailMiddleware {
@@ -83,7 +81,8 @@ impl GuardrailMiddleware {
     /// A middleware around `provider`, failing closed, with no passport and
     /// no audit sink.
     pub fn new(provider: Arc<dyn GuardrailProvider>) -> Self {
-        GuardrailMiddleware { provider, fail_closed: true, passport: None, audit: None, library_sha256: None }
+        let audit_provider = AuditProvider { name: provider.name().to_owned(), sha256: None };
+        GuardrailMiddleware { provider, fail_closed: true, passport: None, audit: None, audit_provider }
     }
 
     /// Sets `fail_closed`.
@@ -102,7 +101,7 @@ impl GuardrailMiddleware {
     /// carry to say exactly which library decided ([`crate::install`] sets
     /// it).
     pub fn with_library_sha256(mut self, sha256: Option<String>) -> Self {
-        self.library_sha256 = sha256;
+        self.audit_provider.sha256 = sha256;
         self
     }
 
@@ -262,45 +261,15 @@ impl GuardrailMiddleware {
         provider_error: bool,
     ) {
         let Some(sink) = &self.audit else { return };
-        let event = AuditEvent {
-            tag: "guardrail".to_owned(),
-            name: "GuardrailMiddleware".to_owned(),
-            hook: "wrap_tool_call".to_owned(),
+        let record = AuditRecord {
             action,
-            changes: AuditChanges {
-                tool_name: request.tool_name.clone(),
-                tool_call_id: request.tool_call_id.clone(),
-                agent_id: request.agent_id.clone(),
-                is_subagent: request.is_subagent,
-                user_role: request.user_role.clone(),
-                allow: decision.allow,
-                policy_id: decision.policy_id.clone(),
-                reason_codes: decision
-                    .reasons
-                    .iter()
-                    .filter(|r| !r.code.is_empty())
-                    .map(|r| r.code.clone())
-                    .collect(),
-                reason_messages: decision
-                    .reasons
-                    .iter()
-                    .filter(|r| !r.message.is_empty())
-                    .map(|r| r.message.chars().take(REASON_MESSAGE_LIMIT).collect())
-                    .collect(),
-                fail_closed: self.fail_closed,
-                provider_error,
-            },
-            time: request.timestamp.clone(),
-            decision_id: decision_id(),
-            run_id: request.run_id.clone(),
-            thread_id: request.thread_id.clone(),
-            tool_call_id: request.tool_call_id.clone(),
-            provider: AuditProvider {
-                name: self.provider.name().to_owned(),
-                sha256: self.library_sha256.clone(),
-            },
+            request,
+            decision,
+            fail_closed: self.fail_closed,
+            provider_error,
+            provider: &self.audit_provider,
         };
-        if let Err(error) = sink.record(&event) {
+        if let Err(error) = sink.record_call(&record) {
             tracing::warn!("Failed to record middleware:guardrail event: {error}");
         }
     }

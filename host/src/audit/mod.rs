@@ -1,12 +1,16 @@
 //! Audit events: one per denial and per provider error, never for a plain
 //! allow.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
+
+use crate::request::{GuardrailDecision, GuardrailRequest};
+
+mod flat;
+mod jsonl;
+
+pub use jsonl::JsonlAuditSink;
 
 /// What a sink failure looks like.
 pub type AuditError = Box<dyn std::error::Error + Send + Sync>;
@@ -93,26 +97,113 @@ pub struct AuditProvider {
     pub sha256: Option<String>,
 }
 
+/// The per-process part of every decision id (see [`decision_id`]).
+fn decision_id_prefix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::OnceLock;
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    *PREFIX.get_or_init(|| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        hasher.write_u128(since_epoch.map(|d| d.as_nanos()).unwrap_or_default());
+        hasher.finish()
+    })
+}
+
+/// The next decision's number in this process.
+fn next_decision_number() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    COUNTER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The decision id of decision number `n` of this process.
+fn format_decision_id(n: u64) -> String {
+    format!("{:016x}-{n:012x}", decision_id_prefix())
+}
+
 /// A new decision id: 16 hex digits fixed for this process (from the
 /// standard library's per-process random hash keys, the process id and
 /// the start time), a dash, and a 12-digit counter. Two events never share
 /// one within a process, and two processes share a prefix with negligible
 /// chance.
 pub fn decision_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::OnceLock;
-    static PREFIX: OnceLock<u64> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let prefix = *PREFIX.get_or_init(|| {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u32(std::process::id());
-        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        hasher.write_u128(since_epoch.map(|d| d.as_nanos()).unwrap_or_default());
-        hasher.finish()
-    });
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix:016x}-{n:012x}")
+    format_decision_id(next_decision_number())
+}
+
+/// The event for one decided call, borrowed from the call's request and
+/// decision: what the middleware hands a sink. [`AuditRecord::to_event`]
+/// makes the owned [`AuditEvent`].
+#[derive(Debug, Clone, Copy)]
+pub struct AuditRecord<'a> {
+    /// What the middleware did.
+    pub action: AuditAction,
+    /// The request the provider saw.
+    pub request: &'a GuardrailRequest,
+    /// The decision taken.
+    pub decision: &'a GuardrailDecision,
+    /// The middleware's `fail_closed`.
+    pub fail_closed: bool,
+    /// Whether the provider failed.
+    pub provider_error: bool,
+    /// The provider that decided.
+    pub provider: &'a AuditProvider,
+}
+
+/// Longest reason message kept in an audit event, in characters.
+pub const REASON_MESSAGE_LIMIT: usize = 500;
+
+/// `message` cut to [`REASON_MESSAGE_LIMIT`] characters.
+fn cut(message: &str) -> &str {
+    match message.char_indices().nth(REASON_MESSAGE_LIMIT) {
+        Some((end, _)) => &message[..end],
+        None => message,
+    }
+}
+
+impl AuditRecord<'_> {
+    fn reason_codes(&self) -> impl Iterator<Item = &str> + Clone {
+        self.decision.reasons.iter().map(|r| r.code.as_str()).filter(|code| !code.is_empty())
+    }
+
+    fn reason_messages(&self) -> impl Iterator<Item = &str> + Clone {
+        self.decision.reasons.iter().map(|r| cut(&r.message)).filter(|message| !message.is_empty())
+    }
+
+    /// The owned event, with a new [`decision_id`].
+    pub fn to_event(&self) -> AuditEvent {
+        self.event_numbered(next_decision_number())
+    }
+
+    fn event_numbered(&self, number: u64) -> AuditEvent {
+        let request = self.request;
+        AuditEvent {
+            tag: "guardrail".to_owned(),
+            name: "GuardrailMiddleware".to_owned(),
+            hook: "wrap_tool_call".to_owned(),
+            action: self.action,
+            changes: AuditChanges {
+                tool_name: request.tool_name.clone(),
+                tool_call_id: request.tool_call_id.clone(),
+                agent_id: request.agent_id.clone(),
+                is_subagent: request.is_subagent,
+                user_role: request.user_role.clone(),
+                allow: self.decision.allow,
+                policy_id: self.decision.policy_id.clone(),
+                reason_codes: self.reason_codes().map(str::to_owned).collect(),
+                reason_messages: self.reason_messages().map(str::to_owned).collect(),
+                fail_closed: self.fail_closed,
+                provider_error: self.provider_error,
+            },
+            time: request.timestamp.clone(),
+            decision_id: format_decision_id(number),
+            run_id: request.run_id.clone(),
+            thread_id: request.thread_id.clone(),
+            tool_call_id: request.tool_call_id.clone(),
+            provider: self.provider.clone(),
+        }
+    }
 }
 
 /// Where audit events go. A failing sink never changes a decision: the
@@ -120,29 +211,13 @@ pub fn decision_id() -> String {
 pub trait AuditSink: Send + Sync {
     /// Records one event.
     fn record(&self, event: &AuditEvent) -> Result<(), AuditError>;
-}
 
-/// Appends events to a file, one JSON object per line.
-#[derive(Debug)]
-pub struct JsonlAuditSink {
-    file: Mutex<File>,
-}
-
-impl JsonlAuditSink {
-    /// Opens `path` for appending, creating it if needed.
-    pub fn open(path: &Path) -> std::io::Result<Self> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(JsonlAuditSink { file: Mutex::new(file) })
-    }
-}
-
-impl AuditSink for JsonlAuditSink {
-    fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
-        let mut line = serde_json::to_vec(event)?;
-        line.push(b'\n');
-        let mut file = self.file.lock().map_err(|_| "audit file lock poisoned")?;
-        file.write_all(&line)?;
-        Ok(())
+    /// Records the event of one decided call; the middleware calls this
+    /// one. By default, [`AuditSink::record`] of [`AuditRecord::to_event`];
+    /// a sink that can keep the borrowed fields more cheaply overrides it
+    /// ([`JsonlAuditSink`] copies them into its queue).
+    fn record_call(&self, record: &AuditRecord<'_>) -> Result<(), AuditError> {
+        self.record(&record.to_event())
     }
 }
 
@@ -168,6 +243,12 @@ impl MemoryAuditSink {
 impl AuditSink for MemoryAuditSink {
     fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).push(event.clone());
+        Ok(())
+    }
+
+    fn record_call(&self, record: &AuditRecord<'_>) -> Result<(), AuditError> {
+        let event = record.to_event();
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
         Ok(())
     }
 }
