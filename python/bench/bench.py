@@ -20,7 +20,6 @@ Each figure is the best of ``--rounds`` rounds of ``--iterations`` calls
 from __future__ import annotations
 
 import argparse
-import logging
 import pathlib
 import time
 from datetime import UTC, datetime
@@ -29,78 +28,12 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
+from deerflow_algorithm import PyAllowlist, PyMiddleware, Types
 from guardhost.deerflow import GuardhostProvider
 from guardhost.langchain import GuardrailMiddleware
 from guardhost.types import GuardrailDecision, GuardrailReason, GuardrailRequest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-class PyAllowlist:
-    """DeerFlow's built-in AllowlistProvider algorithm, in pure Python."""
-
-    name = "allowlist"
-
-    def __init__(self, *, allowed_tools: list[str] | None = None, denied_tools: list[str] | None = None) -> None:
-        self._allowed = None if allowed_tools is None else set(allowed_tools)
-        self._denied = set(denied_tools or ())
-
-    def evaluate(self, request: GuardrailRequest) -> GuardrailDecision:
-        tool = request.tool_name
-        if self._allowed is not None and tool not in self._allowed:
-            return GuardrailDecision(allow=False, reasons=[GuardrailReason(code="oap.tool_not_allowed", message=f"tool '{tool}' not in allowlist")])
-        if tool in self._denied:
-            return GuardrailDecision(allow=False, reasons=[GuardrailReason(code="oap.tool_not_allowed", message=f"tool '{tool}' is denied")])
-        return GuardrailDecision(allow=True, reasons=[GuardrailReason(code="oap.allowed")])
-
-
-log = logging.getLogger("bench.deerflow")
-log.setLevel(logging.ERROR)  # DeerFlow's denial warning costs only its level check here
-
-
-class PyMiddleware:
-    """DeerFlow's GuardrailMiddleware.wrap_tool_call algorithm, in pure Python."""
-
-    def __init__(self, provider: Any, *, fail_closed: bool = True, passport: str | None = None) -> None:
-        self.provider, self.fail_closed, self.passport = provider, fail_closed, passport
-
-    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
-        runtime = getattr(request, "runtime", None)
-        context = getattr(runtime, "context", None) if runtime is not None else None
-        context = context if isinstance(context, dict) else {}
-        call = request.tool_call
-        gr = GuardrailRequest(
-            tool_name=str(call.get("name", "")),
-            tool_input=call.get("args", {}),
-            agent_id=self.passport,
-            thread_id=context.get("thread_id"),
-            is_subagent=bool(context.get("is_subagent")),
-            timestamp=datetime.now(UTC).isoformat(),
-            user_id=context.get("user_id"),
-            user_role=context.get("user_role"),
-            oauth_provider=context.get("oauth_provider"),
-            oauth_id=context.get("oauth_id"),
-            run_id=context.get("run_id"),
-            tool_call_id=call.get("id"),
-            channel_user_id=context.get("channel_user_id"),
-            is_internal=context.get("is_internal") is True,
-            authz_attributes=dict(context.get("authz_attributes") or {}),
-        )
-        try:
-            decision = self.provider.evaluate(gr)
-        except Exception:  # noqa: BLE001
-            decision = GuardrailDecision(allow=not self.fail_closed, reasons=[GuardrailReason("oap.evaluator_error", "guardrail provider error")])
-        if decision.allow:
-            return handler(request)
-        log.warning("Guardrail denied: tool=%s policy=%s code=%s", gr.tool_name, decision.policy_id, decision.reasons[0].code if decision.reasons else "unknown")
-        first = decision.reasons[0] if decision.reasons else None
-        name = str(call.get("name", "unknown_tool"))
-        return ToolMessage(
-            content=f"Guardrail denied: tool '{name}' was blocked ({first.code if first else 'oap.denied'}). Reason: {first.message if first else 'blocked by guardrail policy'}. Choose an alternative approach.",
-            tool_call_id=str(call.get("id", "missing_id")),
-            name=name,
-            status="error",
-        )
 
 
 def best_ns(fn: Any, iterations: int, rounds: int) -> float:
@@ -134,7 +67,9 @@ def main() -> None:
         timestamp=datetime.now(UTC).isoformat(),
     )
     guardhost_provider = GuardhostProvider(use=allowlist_so, config=lists, framework="deerflow")
-    python_provider = PyAllowlist(**lists)
+    # DeerFlow's own shapes: its dataclasses and LangChain's ToolMessage.
+    types = Types(request=GuardrailRequest, reason=GuardrailReason, decision=GuardrailDecision, message=ToolMessage)
+    python_provider = PyAllowlist(**lists, types=types)
     oap = GuardhostProvider(use=oap_so, config={"passport_path": str(REPO / "examples" / "oap" / "passport.json")}, framework="deerflow")
     oap_request = GuardrailRequest(tool_name="bash", tool_input={"command": "ls -la /mnt/user-data/workspace"}, tool_call_id="call-1")
     assert guardhost_provider.evaluate(request).allow and python_provider.evaluate(request).allow
@@ -145,7 +80,7 @@ def main() -> None:
     allow_call = SimpleNamespace(tool_call={"name": "read_file", "args": {"path": "/mnt/user-data/workspace/notes.md"}, "id": "call-1"}, runtime=SimpleNamespace(context=context))
     deny_call = SimpleNamespace(tool_call={"name": "bash", "args": {"command": "curl https://example.com"}, "id": "call-2"}, runtime=SimpleNamespace(context=context))
     ours = GuardrailMiddleware(use=allowlist_so, provider_config=lists)
-    theirs = PyMiddleware(PyAllowlist(**lists))
+    theirs = PyMiddleware(PyAllowlist(**lists, types=types), types=types)
     for mw in (ours, theirs):
         assert mw.wrap_tool_call(allow_call, handler) is result
         assert mw.wrap_tool_call(deny_call, handler).status == "error"

@@ -42,6 +42,27 @@ pub struct BenchArgs {
     /// With --suite: also write the per-call latency chart (SVG) here.
     #[arg(long, value_name = "FILE", requires = "suite")]
     chart: Option<PathBuf>,
+    /// Print the mix of tool calls the measurement sends, as `guardhost
+    /// run` input lines, and measure nothing (for a program that measures
+    /// another implementation on the very same calls).
+    #[arg(long, conflicts_with_all = ["suite", "config"])]
+    print_mix: bool,
+}
+
+/// The mix as `guardhost run` input lines.
+fn mix_lines() -> String {
+    everyday_tool_calls()
+        .into_iter()
+        .map(|call| {
+            let line = serde_json::json!({
+                "name": call.tool_call.name,
+                "args": call.tool_call.args,
+                "id": call.tool_call.id,
+                "context": call.context,
+            });
+            format!("{line}\n")
+        })
+        .collect()
 }
 
 /// What one run measured.
@@ -221,6 +242,10 @@ fn print_text(m: &Measurement) {
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode, CliError> {
+    if args.print_mix {
+        print!("{}", mix_lines());
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.suite {
         return suite(&args);
     }
@@ -429,6 +454,17 @@ mod tests {
             assert!(m.denied >= 3 * (1_001 / 13) && m.denied <= 3 * (1_001 / 13 + 1), "{m:?}");
             assert!(m.p50_ns <= m.p99_ns && m.p99_ns <= m.max_ns);
         }
+    }
+
+    #[test]
+    fn the_printed_mix_is_the_measured_mix_as_run_input() {
+        let lines = mix_lines();
+        let parsed: Vec<ToolCallRequest> = lines
+            .lines()
+            .enumerate()
+            .map(|(i, line)| guardhost::jsonl::parse_line(i as u64 + 1, line.as_bytes()).unwrap())
+            .collect();
+        assert_eq!(parsed, everyday_tool_calls());
     }
 
     #[test]
