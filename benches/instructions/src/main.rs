@@ -1,0 +1,194 @@
+//! Runs one of guardhost's key paths N times, for `scripts/instructions`.
+//!
+//! `guardhost-instructions PATH N`: prepares what PATH needs (loads the
+//! provider, builds the call), then runs the path N times and exits. Run
+//! under `valgrind --tool=callgrind` at two values of N, the difference of
+//! the two totals divided by the difference of the Ns is the instructions
+//! one call costs, with start-up, `dlopen` and warm-up cancelled out.
+//! `guardhost-instructions --list` prints the paths.
+//!
+//! Only the host's public API is used. The provider libraries are loaded
+//! from beside this executable (`target/release/`), where
+//! `cargo build --release -p guardhost-allowlist -p guardhost-oap` puts
+//! them. Every result is checked (allowed or denied as expected), so a path
+//! that starts deciding differently fails rather than getting cheaper.
+//!
+//! The `wrap-*` and `awrap-*` paths clone the prepared call each time (the
+//! middleware takes the call by value), so their counts include that clone.
+//! The path names are the baseline's keys: keep them stable.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use guardhost::{
+    async_handler, instantiate, GuardrailMiddleware, GuardrailProvider, GuardrailRequest, JsonlAuditSink,
+    ProviderSpec, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus,
+};
+use serde_json::{json, Map, Value};
+
+/// The paths, each with what it measures (`--list` prints them).
+const PATHS: &[(&str, &str)] = &[
+    ("allowlist-direct", "the allowlist's Rust code called directly with a prepared request (allow)"),
+    ("allowlist-so", "the same decision through libguardhost_allowlist.so: provider.evaluate (allow)"),
+    ("wrap-allow", "wrap_tool_call through the allowlist .so, allowed, no audit sink"),
+    ("wrap-deny", "wrap_tool_call through the allowlist .so, denied (bash), no audit sink"),
+    ("wrap-deny-audit", "wrap_tool_call denied, with a JSONL audit sink writing to /dev/null"),
+    ("awrap-allow", "awrap_tool_call through the allowlist .so, allowed, on a current-thread tokio runtime"),
+    ("oap-so", "libguardhost_oap.so's decision for bash {\"command\": \"ls\"}, the example passport (allow)"),
+    ("request-attribution", "GuardrailRequest::from_tool_call with every attribution field"),
+];
+
+const DENIED_TOOLS: [&str; 3] = ["bash", "write_file", "str_replace"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--list") {
+        for (name, what) in PATHS {
+            println!("{name}\t{what}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let (Some(path), Some(Ok(n)), 2) = (args.first(), args.get(1).map(|n| n.parse::<u64>()), args.len())
+    else {
+        eprintln!("usage: guardhost-instructions PATH N   (or --list for the paths)");
+        return ExitCode::from(2);
+    };
+    match path.as_str() {
+        "allowlist-direct" => allowlist_direct(n),
+        "allowlist-so" => allowlist_so(n),
+        "wrap-allow" => wrap(n, &read_call(), None, ToolStatus::Success),
+        "wrap-deny" => wrap(n, &bash_call(), None, ToolStatus::Error),
+        "wrap-deny-audit" => wrap(n, &bash_call(), Some(Path::new("/dev/null")), ToolStatus::Error),
+        "awrap-allow" => awrap_allow(n),
+        "oap-so" => oap_so(n),
+        "request-attribution" => request_attribution(n),
+        other => {
+            eprintln!("unknown path {other:?}; --list prints the paths");
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn allowlist_direct(n: u64) {
+    use guardhost_abi::Provider;
+    let config = guardhost_allowlist::AllowlistConfig {
+        allowed_tools: None,
+        denied_tools: Some(DENIED_TOOLS.iter().map(|t| t.to_string()).collect()),
+    };
+    let provider = guardhost_allowlist::AllowlistProvider::new(config).unwrap();
+    let request = guardhost_abi::Request::for_tool("read_file")
+        .with_tool_input_json(r#"{"path":"/mnt/user-data/workspace/README.md"}"#);
+    for _ in 0..n {
+        let decision = provider.evaluate(black_box(&request)).unwrap();
+        assert!(black_box(decision).allow);
+    }
+}
+
+fn allowlist_so(n: u64) {
+    let provider = allowlist();
+    let request = GuardrailRequest::from_tool_call(&read_call(), None).unwrap();
+    for _ in 0..n {
+        let decision = provider.evaluate(black_box(&request)).unwrap();
+        assert!(black_box(decision).allow);
+    }
+}
+
+fn wrap(n: u64, call: &ToolCallRequest, audit: Option<&Path>, expected: ToolStatus) {
+    let mut middleware = GuardrailMiddleware::new(allowlist());
+    if let Some(path) = audit {
+        middleware = middleware.with_audit_sink(Arc::new(JsonlAuditSink::open(path).unwrap()));
+    }
+    for _ in 0..n {
+        let message = middleware.wrap_tool_call(black_box(call).clone(), &passthrough).unwrap();
+        assert_eq!(black_box(message).status, expected);
+    }
+}
+
+fn awrap_allow(n: u64) {
+    let middleware = GuardrailMiddleware::new(allowlist());
+    let handler = async_handler(|call: ToolCallRequest| async move { passthrough(call) });
+    let call = read_call();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(async {
+        for _ in 0..n {
+            let message =
+                middleware.awrap_tool_call(black_box(&call).clone(), handler.clone()).await.unwrap();
+            assert_eq!(black_box(message).status, ToolStatus::Success);
+        }
+    });
+}
+
+fn oap_so(n: u64) {
+    let passport = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/oap/passport.json");
+    let config = object(json!({ "passport_path": passport }));
+    let provider = load("guardhost_oap", "OAPGuardrailProvider", config);
+    let call = ToolCallRequest::new("bash", object(json!({"command": "ls"}))).with_id("call-1");
+    let request = GuardrailRequest::from_tool_call(&call, None).unwrap();
+    for _ in 0..n {
+        let decision = provider.evaluate(black_box(&request)).unwrap();
+        assert!(black_box(decision).allow);
+    }
+}
+
+fn request_attribution(n: u64) {
+    let context = object(json!({
+        "thread_id": "t", "user_id": "u", "user_role": "r", "oauth_provider": "p", "oauth_id": "o",
+        "run_id": "run", "channel_user_id": "ch", "is_subagent": true, "is_internal": true,
+        "authz_attributes": {"team": "infra"}
+    }));
+    let call =
+        ToolCallRequest::new("bash", object(json!({"command": "ls -la"}))).with_id("c").with_context(context);
+    for _ in 0..n {
+        let request = GuardrailRequest::from_tool_call(black_box(&call), Some("agent")).unwrap();
+        assert!(black_box(request).is_internal);
+    }
+}
+
+/// The allowlist `.so`, denying `bash`, `write_file` and `str_replace`.
+fn allowlist() -> Arc<dyn GuardrailProvider> {
+    load("guardhost_allowlist", "AllowlistProvider", object(json!({ "denied_tools": DENIED_TOOLS })))
+}
+
+/// Constructs `symbol` of the workspace library `lib_name`, found beside
+/// this executable.
+fn load(lib_name: &str, symbol: &str, config: Map<String, Value>) -> Arc<dyn GuardrailProvider> {
+    let file = format!("{}{lib_name}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let exe = std::env::current_exe().expect("the path of this executable");
+    let library: PathBuf = exe.with_file_name(&file);
+    assert!(
+        library.is_file(),
+        "{} is missing: build it with `cargo build --release -p guardhost-allowlist -p guardhost-oap`",
+        library.display()
+    );
+    let spec = ProviderSpec::new(format!("{}:{symbol}", library.display()), config);
+    instantiate(&spec, Path::new("/")).unwrap_or_else(|e| panic!("cannot load {}: {e}", spec.use_)).provider
+}
+
+fn read_call() -> ToolCallRequest {
+    ToolCallRequest::new("read_file", object(json!({"path": "/mnt/user-data/workspace/README.md"})))
+        .with_id("call-1")
+}
+
+fn bash_call() -> ToolCallRequest {
+    ToolCallRequest::new("bash", object(json!({"command": "ls -la"}))).with_id("call-1")
+}
+
+/// The tool handler: runs nothing, answers success.
+fn passthrough(call: ToolCallRequest) -> Result<ToolMessage, ToolCallError> {
+    Ok(ToolMessage {
+        content: String::new(),
+        tool_call_id: call.tool_call.id.unwrap_or_default(),
+        name: call.tool_call.name,
+        status: ToolStatus::Success,
+    })
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("not an object: {other}"),
+    }
+}
