@@ -99,8 +99,8 @@ pub use middleware::{
 pub use provider::{block_on, AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
 pub use reload::{ReloadError, Reloader};
 pub use request::{
-    GuardrailDecision, GuardrailReason, GuardrailRequest, RequestError, ToolCall, ToolCallRequest,
-    ToolMessage, ToolStatus,
+    Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, RequestError, Timestamp,
+    ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
 };
 pub use setup::{install, Guardrail};
 pub use yaml::YamlError;

@@ -13,7 +13,7 @@ use abi_stable::std_types::{ROption, RResult, RStr};
 use guardhost_abi::{Decision, ErrorKind, ProviderBox, ProviderError, Request};
 use serde_json::{Map, Value};
 
-use crate::request::{GuardrailDecision, GuardrailReason, GuardrailRequest};
+use crate::request::{CallView, GuardrailDecision, GuardrailReason, GuardrailRequest};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -108,6 +108,24 @@ pub trait GuardrailProvider: Send + Sync {
 
     /// Decides one tool call on the async path.
     fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation>;
+
+    /// Decides one tool call from the borrowed view the middleware's
+    /// wrapping paths have, when this provider can without the owned
+    /// [`GuardrailRequest`] (the request's fields, borrowed; no copy). By
+    /// default `None`: the middleware builds the request and calls
+    /// [`GuardrailProvider::evaluate`]. Whatever this returns must be what
+    /// `evaluate` returns for `call.to_request()`.
+    fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
+        let _ = call;
+        None
+    }
+
+    /// The async path's [`GuardrailProvider::evaluate_view`]: `None` (the
+    /// default) has the middleware call [`GuardrailProvider::aevaluate`].
+    fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
+        let _ = call;
+        None
+    }
 }
 
 /// A provider behind the stable ABI.
@@ -130,12 +148,6 @@ impl AbiProvider {
     }
 }
 
-/// The JSON texts a borrowed [`Request`] points into.
-struct JsonTexts {
-    tool_input: Cow<'static, str>,
-    authz_attributes: Cow<'static, str>,
-}
-
 /// A map as JSON text; an empty one (the common case) costs no allocation.
 fn object_text(map: &Map<String, Value>) -> Cow<'static, str> {
     if map.is_empty() {
@@ -146,40 +158,69 @@ fn object_text(map: &Map<String, Value>) -> Cow<'static, str> {
     }
 }
 
-impl JsonTexts {
-    fn of(request: &GuardrailRequest) -> Self {
-        JsonTexts {
-            tool_input: object_text(&request.tool_input),
-            authz_attributes: object_text(&request.authz_attributes),
-        }
+/// Calls `f` with `map` as JSON text, written into a buffer this thread
+/// keeps (no allocation once it has grown); an empty map is `{}`.
+fn with_object_text<R>(map: &Map<String, Value>, f: impl FnOnce(&str) -> R) -> R {
+    use std::cell::RefCell;
+    /// A buffer grown past this by one large call is not kept.
+    const KEEP: usize = 64 * 1024;
+    thread_local! {
+        static TEXT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
+    if map.is_empty() {
+        return f("{}");
+    }
+    TEXT.with(|cell| {
+        let Ok(mut text) = cell.try_borrow_mut() else {
+            // Only if a provider's evaluation re-enters this thread's
+            // middleware: a text of its own.
+            return f(&object_text(map));
+        };
+        text.clear();
+        // Serialising a map of JSON values cannot fail, and writes UTF-8.
+        let result = match serde_json::to_writer(&mut *text, map) {
+            Ok(()) => f(std::str::from_utf8(&text).unwrap_or("{}")),
+            Err(_) => f("{}"),
+        };
+        if text.capacity() > KEEP {
+            *text = Vec::new();
+        }
+        result
+    })
 }
 
-fn ropt(value: &Option<String>) -> ROption<RStr<'_>> {
+fn ropt<'a>(value: Option<&'a str>) -> ROption<RStr<'a>> {
     match value {
         Some(s) => ROption::RSome(RStr::from_str(s)),
         None => ROption::RNone,
     }
 }
 
-fn abi_request<'a>(request: &'a GuardrailRequest, texts: &'a JsonTexts) -> Request<'a> {
+/// The ABI's request for `call`, its two JSON objects given as text.
+fn abi_request<'a>(call: &'a CallView<'_>, tool_input: &'a str, authz_attributes: &'a str) -> Request<'a> {
+    let a = &call.attribution;
     Request {
-        tool_name: RStr::from_str(&request.tool_name),
-        tool_input_json: RStr::from_str(&texts.tool_input),
-        agent_id: ropt(&request.agent_id),
-        thread_id: ropt(&request.thread_id),
-        is_subagent: request.is_subagent,
-        timestamp: RStr::from_str(&request.timestamp),
-        user_id: ropt(&request.user_id),
-        user_role: ropt(&request.user_role),
-        oauth_provider: ropt(&request.oauth_provider),
-        oauth_id: ropt(&request.oauth_id),
-        run_id: ropt(&request.run_id),
-        tool_call_id: ropt(&request.tool_call_id),
-        channel_user_id: ropt(&request.channel_user_id),
-        is_internal: request.is_internal,
-        authz_attributes_json: RStr::from_str(&texts.authz_attributes),
+        tool_name: RStr::from_str(call.tool_name),
+        tool_input_json: RStr::from_str(tool_input),
+        agent_id: ropt(call.agent_id),
+        thread_id: ropt(a.thread_id.as_deref()),
+        is_subagent: a.is_subagent,
+        timestamp: RStr::from_str(call.timestamp),
+        user_id: ropt(a.user_id.as_deref()),
+        user_role: ropt(a.user_role.as_deref()),
+        oauth_provider: ropt(a.oauth_provider.as_deref()),
+        oauth_id: ropt(a.oauth_id.as_deref()),
+        run_id: ropt(a.run_id.as_deref()),
+        tool_call_id: ropt(call.tool_call_id),
+        channel_user_id: ropt(a.channel_user_id.as_deref()),
+        is_internal: a.is_internal,
+        authz_attributes_json: RStr::from_str(authz_attributes),
     }
+}
+
+/// `call.attribution.authz_attributes` as JSON text (`{}` when absent).
+fn authz_text(call: &CallView<'_>) -> Cow<'static, str> {
+    call.attribution.authz_attributes.map_or(Cow::Borrowed("{}"), object_text)
 }
 
 fn from_abi(result: RResult<Decision, ProviderError>) -> Evaluation {
@@ -234,16 +275,34 @@ impl GuardrailProvider for AbiProvider {
     }
 
     fn evaluate(&self, request: &GuardrailRequest) -> Evaluation {
-        let texts = JsonTexts::of(request);
-        from_abi(self.object.evaluate(&abi_request(request, &texts)))
+        self.decide(&request.view())
     }
 
     fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
-        Box::pin(async move {
-            let texts = JsonTexts::of(request);
-            let result = self.object.aevaluate(abi_request(request, &texts)).await;
-            from_abi(result)
+        Box::pin(async move { self.adecide(&request.view()).await })
+    }
+
+    fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
+        Some(self.decide(call))
+    }
+
+    fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
+        Some(Box::pin(self.adecide(call)))
+    }
+}
+
+impl AbiProvider {
+    fn decide(&self, call: &CallView<'_>) -> Evaluation {
+        let authz = authz_text(call);
+        with_object_text(call.tool_input, |args| {
+            from_abi(self.object.evaluate(&abi_request(call, args, &authz)))
         })
+    }
+
+    async fn adecide(&self, call: &CallView<'_>) -> Evaluation {
+        // The texts outlive the provider's future, so they are owned here.
+        let (args, authz) = (object_text(call.tool_input), authz_text(call));
+        from_abi(self.object.aevaluate(abi_request(call, &args, &authz)).await)
     }
 }
 

@@ -2,6 +2,8 @@
 //! (what an agent runtime hands the middleware), and the guardrail request,
 //! reason and decision (what a provider sees and answers).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -153,11 +155,11 @@ fn python_type(value: &Value) -> &'static str {
 /// its compact JSON text (`42`, `true`, `{"team":"a"}`). DeerFlow passes
 /// such values through to its providers unchanged; this keeps them rather
 /// than refusing the call.
-fn attribution(value: &Value) -> Option<String> {
+fn attribution(value: &Value) -> Option<Cow<'_, str>> {
     match value {
         Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
+        Value::String(s) => Some(Cow::Borrowed(s)),
+        other => Some(Cow::Owned(other.to_string())),
     }
 }
 
@@ -173,61 +175,59 @@ fn truthy(value: &Value) -> bool {
     }
 }
 
-impl GuardrailRequest {
-    /// Builds the request for one tool call, as the contract says: the tool
-    /// from the call, `agent_id` from the configured passport, attribution
-    /// from the runtime context, `timestamp` = now (UTC).
-    pub fn from_tool_call(call: &ToolCallRequest, passport: Option<&str>) -> Result<Self, RequestError> {
-        Self::with_args(call, call.tool_call.args.clone(), passport)
-    }
+/// What a runtime context says about a call, borrowed from it: the fields
+/// of a [`GuardrailRequest`] that come from the context, read in one pass.
+#[derive(Debug, Clone, Default)]
+pub struct Attribution<'a> {
+    /// `thread_id`.
+    pub thread_id: Option<Cow<'a, str>>,
+    /// `is_subagent`, truthy → true.
+    pub is_subagent: bool,
+    /// `user_id`.
+    pub user_id: Option<Cow<'a, str>>,
+    /// `user_role`.
+    pub user_role: Option<Cow<'a, str>>,
+    /// `oauth_provider`.
+    pub oauth_provider: Option<Cow<'a, str>>,
+    /// `oauth_id`.
+    pub oauth_id: Option<Cow<'a, str>>,
+    /// `run_id`.
+    pub run_id: Option<Cow<'a, str>>,
+    /// `channel_user_id`.
+    pub channel_user_id: Option<Cow<'a, str>>,
+    /// `is_internal`: exactly boolean `true`.
+    pub is_internal: bool,
+    /// `authz_attributes`; `None` when absent or null.
+    pub authz_attributes: Option<&'a Map<String, Value>>,
+}
 
-    /// [`GuardrailRequest::from_tool_call`] with the arguments given rather
-    /// than copied (the middleware moves them in and back out, so a call's
-    /// arguments are never cloned).
-    pub(crate) fn with_args(
-        call: &ToolCallRequest,
-        tool_input: Map<String, Value>,
-        passport: Option<&str>,
-    ) -> Result<Self, RequestError> {
-        let mut request = GuardrailRequest {
-            tool_name: call.tool_call.name.clone().unwrap_or_default(),
-            tool_input,
-            agent_id: passport.map(str::to_owned),
-            thread_id: None,
-            is_subagent: false,
-            timestamp: timestamp(chrono::Utc::now()),
-            user_id: None,
-            user_role: None,
-            oauth_provider: None,
-            oauth_id: None,
-            run_id: None,
-            tool_call_id: call.tool_call.id.clone(),
-            channel_user_id: None,
-            is_internal: false,
-            authz_attributes: Map::new(),
-        };
+impl<'a> Attribution<'a> {
+    /// Reads `context` (none: every field at its default). A non-mapping
+    /// `authz_attributes` is an error, in DeerFlow's words.
+    pub fn of(context: Option<&'a Map<String, Value>>) -> Result<Self, RequestError> {
+        let mut attribution = Attribution::default();
         // One pass over the context (not a lookup per field).
-        for (key, value) in call.context.iter().flatten() {
+        for (key, value) in context.into_iter().flatten() {
             let slot = match key.as_str() {
-                "thread_id" => &mut request.thread_id,
-                "user_id" => &mut request.user_id,
-                "user_role" => &mut request.user_role,
-                "oauth_provider" => &mut request.oauth_provider,
-                "oauth_id" => &mut request.oauth_id,
-                "run_id" => &mut request.run_id,
-                "channel_user_id" => &mut request.channel_user_id,
+                "thread_id" => &mut attribution.thread_id,
+                "user_id" => &mut attribution.user_id,
+                "user_role" => &mut attribution.user_role,
+                "oauth_provider" => &mut attribution.oauth_provider,
+                "oauth_id" => &mut attribution.oauth_id,
+                "run_id" => &mut attribution.run_id,
+                "channel_user_id" => &mut attribution.channel_user_id,
                 "is_subagent" => {
-                    request.is_subagent = truthy(value);
+                    attribution.is_subagent = truthy(value);
                     continue;
                 }
                 "is_internal" => {
-                    request.is_internal = *value == Value::Bool(true);
+                    attribution.is_internal = *value == Value::Bool(true);
                     continue;
                 }
                 "authz_attributes" => {
                     match value {
                         Value::Null => {}
-                        Value::Object(map) => request.authz_attributes = map.clone(),
+                        Value::Object(map) => attribution.authz_attributes = Some(map),
                         other => {
                             return Err(RequestError::AuthzAttributesNotMapping {
                                 found: json_type(other),
@@ -239,37 +239,189 @@ impl GuardrailRequest {
                 }
                 _ => continue,
             };
-            *slot = attribution(value);
+            *slot = self::attribution(value);
         }
-        Ok(request)
+        Ok(attribution)
     }
 }
 
-/// `now` as RFC 3339 with microseconds and `+00:00`, exactly as chrono's
-/// `to_rfc3339_opts(Micros, false)` writes it; the date and time up to the
-/// second are formatted once per second and thread.
-fn timestamp(now: chrono::DateTime<chrono::Utc>) -> String {
-    use std::cell::RefCell;
-    use std::fmt::Write as _;
-    thread_local! {
-        static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
+/// One tool call as a provider may see it on the wrapping paths, borrowed
+/// from the call: the tool, the arguments, the passport, the context's
+/// attribution and the time, with no copy of any of them.
+/// [`CallView::to_request`] makes the owned [`GuardrailRequest`] with the
+/// same fields.
+#[derive(Debug, Clone)]
+pub struct CallView<'a> {
+    /// `tool_call.name`, `""` if absent.
+    pub tool_name: &'a str,
+    /// `tool_call.args`.
+    pub tool_input: &'a Map<String, Value>,
+    /// The configured passport.
+    pub agent_id: Option<&'a str>,
+    /// `tool_call.id`.
+    pub tool_call_id: Option<&'a str>,
+    /// When the call was decided, UTC, RFC 3339.
+    pub timestamp: &'a str,
+    /// From the runtime context.
+    pub attribution: Attribution<'a>,
+}
+
+impl<'a> CallView<'a> {
+    /// The view of `call` with `args` (the call's own arguments, lent out
+    /// by the middleware), the configured `passport` and the `timestamp`.
+    pub fn new(
+        call: &'a ToolCallRequest,
+        args: &'a Map<String, Value>,
+        passport: Option<&'a str>,
+        timestamp: &'a str,
+    ) -> Result<Self, RequestError> {
+        Ok(CallView {
+            tool_name: call.tool_call.name.as_deref().unwrap_or_default(),
+            tool_input: args,
+            agent_id: passport,
+            tool_call_id: call.tool_call.id.as_deref(),
+            timestamp,
+            attribution: Attribution::of(call.context.as_ref())?,
+        })
     }
-    let seconds = now.timestamp();
-    let micros = now.timestamp_subsec_micros();
-    if micros > 999_999 {
-        // A leap second: rare enough for the general path.
-        return now.to_rfc3339_opts(chrono::SecondsFormat::Micros, false);
+
+    /// The owned request, its arguments copied.
+    pub fn to_request(&self) -> GuardrailRequest {
+        self.to_request_with(self.tool_input.clone())
     }
-    SECOND.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.0 != seconds {
-            *cache = (seconds, now.format("%Y-%m-%dT%H:%M:%S").to_string());
+
+    /// The owned request with `tool_input` as its arguments.
+    pub fn to_request_with(&self, tool_input: Map<String, Value>) -> GuardrailRequest {
+        let owned = |value: &Option<Cow<'_, str>>| value.as_deref().map(str::to_owned);
+        let a = &self.attribution;
+        GuardrailRequest {
+            tool_name: self.tool_name.to_owned(),
+            tool_input,
+            agent_id: self.agent_id.map(str::to_owned),
+            thread_id: owned(&a.thread_id),
+            is_subagent: a.is_subagent,
+            timestamp: self.timestamp.to_owned(),
+            user_id: owned(&a.user_id),
+            user_role: owned(&a.user_role),
+            oauth_provider: owned(&a.oauth_provider),
+            oauth_id: owned(&a.oauth_id),
+            run_id: owned(&a.run_id),
+            tool_call_id: self.tool_call_id.map(str::to_owned),
+            channel_user_id: owned(&a.channel_user_id),
+            is_internal: a.is_internal,
+            authz_attributes: a.authz_attributes.cloned().unwrap_or_default(),
         }
-        let mut out = String::with_capacity(cache.1.len() + 13);
-        out.push_str(&cache.1);
-        let _ = write!(out, ".{micros:06}+00:00");
-        out
-    })
+    }
+}
+
+impl GuardrailRequest {
+    /// The request's fields, borrowed.
+    pub fn view(&self) -> CallView<'_> {
+        fn borrowed(value: &Option<String>) -> Option<Cow<'_, str>> {
+            value.as_deref().map(Cow::Borrowed)
+        }
+        CallView {
+            tool_name: &self.tool_name,
+            tool_input: &self.tool_input,
+            agent_id: self.agent_id.as_deref(),
+            tool_call_id: self.tool_call_id.as_deref(),
+            timestamp: &self.timestamp,
+            attribution: Attribution {
+                thread_id: borrowed(&self.thread_id),
+                is_subagent: self.is_subagent,
+                user_id: borrowed(&self.user_id),
+                user_role: borrowed(&self.user_role),
+                oauth_provider: borrowed(&self.oauth_provider),
+                oauth_id: borrowed(&self.oauth_id),
+                run_id: borrowed(&self.run_id),
+                channel_user_id: borrowed(&self.channel_user_id),
+                is_internal: self.is_internal,
+                authz_attributes: Some(&self.authz_attributes),
+            },
+        }
+    }
+
+    /// Builds the request for one tool call, as the contract says: the tool
+    /// from the call, `agent_id` from the configured passport, attribution
+    /// from the runtime context, `timestamp` = now (UTC).
+    pub fn from_tool_call(call: &ToolCallRequest, passport: Option<&str>) -> Result<Self, RequestError> {
+        let now = Timestamp::now();
+        let view = CallView::new(call, &call.tool_call.args, passport, now.as_str())?;
+        Ok(view.to_request())
+    }
+}
+
+/// A moment as RFC 3339 with microseconds and `+00:00`, exactly as
+/// chrono's `to_rfc3339_opts(Micros, false)` writes it, held inline (no
+/// allocation); the date and time up to the second are formatted once per
+/// second and thread.
+#[derive(Clone, Copy)]
+pub struct Timestamp {
+    text: [u8; Timestamp::CAPACITY],
+    len: u8,
+}
+
+impl std::fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Timestamp {
+    /// Longer than chrono ever writes: `+262143-12-31T23:59:60.999999+00:00`
+    /// is 36 bytes.
+    const CAPACITY: usize = 48;
+
+    /// Now, UTC.
+    pub fn now() -> Self {
+        Self::at(chrono::Utc::now())
+    }
+
+    /// `at`, formatted.
+    pub fn at(at: chrono::DateTime<chrono::Utc>) -> Self {
+        use std::cell::RefCell;
+        thread_local! {
+            static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
+        }
+        let mut stamp = Timestamp { text: [0; Self::CAPACITY], len: 0 };
+        let seconds = at.timestamp();
+        let micros = at.timestamp_subsec_micros();
+        if micros > 999_999 {
+            // A leap second: rare enough for the general path.
+            stamp.push(at.to_rfc3339_opts(chrono::SecondsFormat::Micros, false).as_bytes());
+            return stamp;
+        }
+        SECOND.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            if cache.0 != seconds {
+                *cache = (seconds, at.format("%Y-%m-%dT%H:%M:%S").to_string());
+            }
+            stamp.push(cache.1.as_bytes());
+        });
+        let mut fraction = *b".000000+00:00";
+        let mut rest = micros;
+        for digit in fraction[1..7].iter_mut().rev() {
+            *digit = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        stamp.push(&fraction);
+        stamp
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        // Never more than CAPACITY: see its comment.
+        let start = usize::from(self.len);
+        let end = (start + bytes.len()).min(Self::CAPACITY);
+        self.text[start..end].copy_from_slice(&bytes[..end - start]);
+        self.len = end as u8;
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Only whole ASCII texts are pushed, never cut in practice; a cut
+        // one would still be ASCII.
+        std::str::from_utf8(&self.text[..usize::from(self.len)]).unwrap_or_default()
+    }
 }
 
 /// Why a decision was made.
@@ -391,10 +543,10 @@ mod tests {
             (300_000_000_000, 42_000),
         ] {
             let t = chrono::Utc.timestamp_opt(secs, nanos).unwrap();
-            assert_eq!(timestamp(t), t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false));
+            assert_eq!(Timestamp::at(t).as_str(), t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false));
         }
         let leap = chrono::Utc.timestamp_opt(1_483_228_799, 1_500_000_000).unwrap();
-        assert_eq!(timestamp(leap), leap.to_rfc3339_opts(chrono::SecondsFormat::Micros, false));
+        assert_eq!(Timestamp::at(leap).as_str(), leap.to_rfc3339_opts(chrono::SecondsFormat::Micros, false));
     }
 
     #[test]

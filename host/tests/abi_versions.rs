@@ -26,6 +26,10 @@ fn cargo() -> Command {
 /// `cargo package`s guardhost-abi (the manifest as crates.io would get it)
 /// and unpacks it into `dir/guardhost-abi` with its version set to `version`.
 fn packaged_abi(dir: &Path, version: &str) -> PathBuf {
+    // The tests run in parallel and `cargo package` rewrites the same
+    // .crate file: one at a time, or one test unpacks a half-written file.
+    static PACKAGING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = PACKAGING.lock().unwrap_or_else(|e| e.into_inner());
     let output = cargo()
         .current_dir(root())
         .args(["package", "-q", "--no-verify", "--allow-dirty", "-p", "guardhost-abi"])

@@ -7,7 +7,10 @@ mod support;
 
 use std::sync::{Arc, OnceLock};
 
-use guardhost::{GuardrailDecision, GuardrailProvider, GuardrailReason, GuardrailRequest};
+use guardhost::{
+    CallView, GuardrailDecision, GuardrailProvider, GuardrailReason, GuardrailRequest, ToolCall,
+    ToolCallRequest,
+};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use support::test_provider;
@@ -127,6 +130,34 @@ prop_compose! {
     }
 }
 
+prop_compose! {
+    /// A tool call with a runtime context that sets any of the keys a
+    /// request reads, to any JSON value, among other keys.
+    fn tool_call()(
+        name in proptest::option::of(text()),
+        id in proptest::option::of(text()),
+        args in json_map(),
+        known in proptest::collection::btree_map(
+            prop_oneof![
+                Just("thread_id"), Just("user_id"), Just("user_role"), Just("oauth_provider"),
+                Just("oauth_id"), Just("run_id"), Just("channel_user_id"), Just("is_subagent"),
+                Just("is_internal"), Just("authz_attributes"),
+            ],
+            json_value(),
+            0..8,
+        ),
+        other in json_map(),
+        with_context in any::<bool>(),
+    ) -> ToolCallRequest {
+        let mut context = other;
+        context.extend(known.into_iter().map(|(k, v)| (k.to_owned(), v)));
+        ToolCallRequest {
+            tool_call: ToolCall { name, args, id, null_id: false },
+            context: with_context.then_some(context),
+        }
+    }
+}
+
 /// What the capturing provider must have seen of `request`.
 fn seen(request: &GuardrailRequest, path: &str) -> Value {
     json!({
@@ -163,6 +194,30 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let decision = runtime.block_on(capturing().aevaluate(&request)).unwrap();
         prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "async"));
+    }
+
+    /// The middleware's wrapping paths hand a provider the borrowed view of
+    /// a call; what crosses the ABI must be exactly what the owned request
+    /// made from the same call carries.
+    #[test]
+    fn the_borrowed_view_of_any_call_crosses_as_its_owned_request(call in tool_call()) {
+        let timestamp = "2026-12-02T05:00:00.000001+00:00";
+        let view = match CallView::new(&call, &call.tool_call.args, Some("agent-1"), timestamp) {
+            Ok(view) => view,
+            Err(error) => {
+                // The owned path refuses the same call the same way.
+                let owned = GuardrailRequest::from_tool_call(&call, Some("agent-1")).unwrap_err();
+                prop_assert_eq!(owned, error);
+                return Ok(());
+            }
+        };
+        let request = view.to_request();
+        let borrowed = capturing().evaluate_view(&view).expect("a library provider takes the view").unwrap();
+        prop_assert_eq!(Value::Object(borrowed.metadata), seen(&request, "sync"));
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let future = capturing().aevaluate_view(&view).expect("a library provider takes the view");
+        let borrowed = runtime.block_on(future).unwrap();
+        prop_assert_eq!(Value::Object(borrowed.metadata), seen(&request, "async"));
     }
 
     #[test]

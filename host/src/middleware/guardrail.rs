@@ -1,12 +1,16 @@
 //! `GuardrailMiddleware`: asks the provider before every tool call.
 
+use std::borrow::Cow;
 use std::sync::Arc;
+
+use serde_json::Map;
 
 use crate::audit::{AuditAction, AuditProvider, AuditRecord, AuditSink};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::{
-    GuardrailDecision, GuardrailRequest, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
+    CallView, GuardrailDecision, GuardrailRequest, Timestamp, ToolCall, ToolCallRequest, ToolMessage,
+    ToolStatus,
 };
 
 /// Evaluates every tool call against a provider before it runs.
@@ -144,10 +148,30 @@ impl GuardrailMiddleware {
     /// The synchronous wrapper: decide, then run `handler` or return the
     /// denial.
     pub fn wrap_tool_call(&self, mut call: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
-        let request = self.lend_args(&mut call)?;
-        let evaluation = self.provider.evaluate(&request);
-        let verdict = self.settle(request, evaluation, "sync")?;
-        match Self::take_back(&mut call, verdict) {
+        let args = std::mem::take(&mut call.tool_call.args);
+        let now = Timestamp::now();
+        let asked = {
+            let view = CallView::new(&call, &args, self.passport.as_deref(), now.as_str())?;
+            match self.provider.evaluate_view(&view) {
+                Some(evaluation) => {
+                    Asked::Decided(self.conclude_view(&call.tool_call, &view, evaluation, "sync")?)
+                }
+                None => Asked::Not(view.to_request_with(Map::new())),
+            }
+        };
+        let denied = match asked {
+            Asked::Decided(denied) => {
+                call.tool_call.args = args;
+                denied
+            }
+            Asked::Not(mut request) => {
+                request.tool_input = args;
+                let evaluation = self.provider.evaluate(&request);
+                let verdict = self.settle(request, evaluation, "sync")?;
+                Self::take_back(&mut call, verdict)
+            }
+        };
+        match denied {
             None => handler(call),
             Some(denied) => Ok(denied),
         }
@@ -155,20 +179,36 @@ impl GuardrailMiddleware {
 
     /// The asynchronous wrapper.
     pub async fn awrap_tool_call(&self, mut call: ToolCallRequest, handler: AsyncHandler) -> ToolResult {
-        let request = self.lend_args(&mut call)?;
-        let evaluation = self.provider.aevaluate(&request).await;
-        let verdict = self.settle(request, evaluation, "async")?;
-        match Self::take_back(&mut call, verdict) {
+        let args = std::mem::take(&mut call.tool_call.args);
+        let now = Timestamp::now();
+        let asked = {
+            let view = CallView::new(&call, &args, self.passport.as_deref(), now.as_str())?;
+            // Bound, so that the provider's future is gone before `view`.
+            let asked = match self.provider.aevaluate_view(&view) {
+                Some(evaluation) => {
+                    let evaluation = evaluation.await;
+                    Asked::Decided(self.conclude_view(&call.tool_call, &view, evaluation, "async")?)
+                }
+                None => Asked::Not(view.to_request_with(Map::new())),
+            };
+            asked
+        };
+        let denied = match asked {
+            Asked::Decided(denied) => {
+                call.tool_call.args = args;
+                denied
+            }
+            Asked::Not(mut request) => {
+                request.tool_input = args;
+                let evaluation = self.provider.aevaluate(&request).await;
+                let verdict = self.settle(request, evaluation, "async")?;
+                Self::take_back(&mut call, verdict)
+            }
+        };
+        match denied {
             None => handler(call).await,
             Some(denied) => Ok(denied),
         }
-    }
-
-    /// The request for `call`, its arguments moved in rather than copied
-    /// ([`Self::take_back`] returns them).
-    fn lend_args(&self, call: &mut ToolCallRequest) -> Result<GuardrailRequest, ToolCallError> {
-        let args = std::mem::take(&mut call.tool_call.args);
-        Ok(GuardrailRequest::with_args(call, args, self.passport.as_deref())?)
     }
 
     /// Gives `call` its arguments back; the denial message when denied.
@@ -208,19 +248,49 @@ impl GuardrailMiddleware {
         Ok((verdict, message))
     }
 
-    /// Turns the provider's answer into a verdict: errors per `fail_closed`,
-    /// interrupts passed through, logging and audit.
+    /// Turns the provider's answer into a verdict.
     fn settle(
         &self,
         request: GuardrailRequest,
         evaluation: Evaluation,
         path: &str,
     ) -> Result<Verdict, ToolCallError> {
+        let (decision, provider_error) =
+            self.conclude(&request.tool_name, evaluation, path, || Cow::Borrowed(&request))?;
+        Ok(Verdict { request, decision, provider_error })
+    }
+
+    /// The denial message, if the provider's answer about the call `view`
+    /// shows is a denial.
+    fn conclude_view(
+        &self,
+        call: &ToolCall,
+        view: &CallView<'_>,
+        evaluation: Evaluation,
+        path: &str,
+    ) -> Result<Option<ToolMessage>, ToolCallError> {
+        // An audit event never holds the arguments: its request needs none.
+        let (decision, _) =
+            self.conclude(view.tool_name, evaluation, path, || Cow::Owned(view.to_request_with(Map::new())))?;
+        Ok((!decision.allow).then(|| denied_message(call, &decision)))
+    }
+
+    /// The decision to act on, and whether the provider failed: errors per
+    /// `fail_closed`, interrupts passed through, logging and audit.
+    /// `request` gives the request an audit event is made from, asked for
+    /// only when there is a sink and an event.
+    fn conclude<'r>(
+        &self,
+        tool_name: &str,
+        evaluation: Evaluation,
+        path: &str,
+        request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
+    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
         let (decision, provider_error) = match evaluation {
             Ok(decision) => (decision, false),
             Err(ProviderFailure::Interrupt(interrupt)) => return Err(ToolCallError::Interrupt(interrupt)),
             Err(error) => {
-                tracing::error!(provider = %self.provider.name(), tool = %request.tool_name, "Guardrail provider error ({path}): {error}");
+                tracing::error!(provider = %self.provider.name(), tool = %tool_name, "Guardrail provider error ({path}): {error}");
                 let decision = if self.fail_closed {
                     GuardrailDecision::with_reason(
                         false,
@@ -241,29 +311,30 @@ impl GuardrailMiddleware {
             if !provider_error {
                 tracing::warn!(
                     "Guardrail denied: tool={} policy={} code={}",
-                    request.tool_name,
+                    tool_name,
                     decision.policy_id.as_deref().unwrap_or("None"),
                     decision.reasons.first().map_or("unknown", |r| r.code.as_str())
                 );
             }
-            self.record(&request, &decision, AuditAction::DenyToolCall, provider_error);
+            self.record(request, &decision, AuditAction::DenyToolCall, provider_error);
         } else if provider_error {
-            self.record(&request, &decision, AuditAction::AllowToolCallAfterProviderError, true);
+            self.record(request, &decision, AuditAction::AllowToolCallAfterProviderError, true);
         }
-        Ok(Verdict { request, decision, provider_error })
+        Ok((decision, provider_error))
     }
 
-    fn record(
+    fn record<'r>(
         &self,
-        request: &GuardrailRequest,
+        request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
         decision: &GuardrailDecision,
         action: AuditAction,
         provider_error: bool,
     ) {
         let Some(sink) = &self.audit else { return };
+        let request = request();
         let record = AuditRecord {
             action,
-            request,
+            request: &request,
             decision,
             fail_closed: self.fail_closed,
             provider_error,
@@ -273,6 +344,15 @@ impl GuardrailMiddleware {
             tracing::warn!("Failed to record middleware:guardrail event: {error}");
         }
     }
+}
+
+/// Whether the provider decided from the borrowed view, or needs the
+/// owned request (built, its arguments still to be moved in). It lives on
+/// the stack for one call: boxing the request would add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Asked {
+    Decided(Option<ToolMessage>),
+    Not(GuardrailRequest),
 }
 
 impl ToolCallMiddleware for GuardrailMiddleware {
