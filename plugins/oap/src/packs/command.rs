@@ -165,7 +165,11 @@ fn normalize(command: &str) -> String {
                 out.push(' ');
                 space = false;
             }
-            out.extend(c.to_lowercase());
+            if c.is_ascii() {
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
         }
     }
     out
@@ -179,18 +183,27 @@ fn basename(word: &str) -> &str {
 /// The built-in dangerous operations, whatever the passport says; looked
 /// for in the normalised command ([`normalize`]).
 fn dangerous_operation(text: &str) -> Option<&'static str> {
-    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    if compact.contains(":(){:|:&};:") {
-        return Some("Fork bomb detected");
-    }
-    if compact.contains("ddif=/dev/") {
-        return Some("Dangerous disk operation: dd if=/dev/");
+    // Each look is skipped when the text lacks what it needs (removing
+    // white space adds no `:` or `=`), which spares the allocations for
+    // most commands.
+    if text.contains(':') || text.contains('=') {
+        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if compact.contains(":(){:|:&};:") {
+            return Some("Fork bomb detected");
+        }
+        if compact.contains("ddif=/dev/") {
+            return Some("Dangerous disk operation: dd if=/dev/");
+        }
     }
     let separators = |c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')');
-    let words: Vec<&str> = text.split(separators).filter(|w| !w.is_empty()).collect();
-    if words.iter().any(|w| basename(w).starts_with("mkfs")) {
+    if text.contains("mkfs") && text.split(separators).any(|w| basename(w).starts_with("mkfs")) {
         return Some("Filesystem creation: mkfs");
     }
+    let words: Vec<&str> = if text.contains("rm") {
+        text.split(separators).filter(|w| !w.is_empty()).collect()
+    } else {
+        Vec::new()
+    };
     for (i, word) in words.iter().enumerate() {
         if basename(word) != "rm" {
             continue;
@@ -210,6 +223,9 @@ fn dangerous_operation(text: &str) -> Option<&'static str> {
         }
     }
     // A download piped into an interpreter, at any later stage of the pipe.
+    if !text.contains("curl") && !text.contains("wget") {
+        return None;
+    }
     let stages: Vec<&str> = text.split('|').collect();
     for (i, stage) in stages.iter().enumerate() {
         if !stage.split_whitespace().any(|w| matches!(basename(w), "curl" | "wget")) {
@@ -233,17 +249,35 @@ pub fn matches_pattern(text: &str, pattern: &str) -> bool {
     if pattern.is_empty() {
         return false;
     }
-    let text: std::borrow::Cow<'_, str> =
-        if text.chars().any(char::is_uppercase) { text.to_lowercase().into() } else { text.into() };
-    let pattern = pattern.to_lowercase();
+    // Lowered only when needed (the command is normalised to lower
+    // case): the text when it has an upper-case letter, as before; the
+    // pattern unless it is ASCII without one (`to_lowercase` also changes
+    // title-case letters, which are not upper case).
+    let text: std::borrow::Cow<'_, str> = if text.is_ascii() {
+        if text.bytes().any(|b| b.is_ascii_uppercase()) {
+            text.to_ascii_lowercase().into()
+        } else {
+            text.into()
+        }
+    } else if text.chars().any(char::is_uppercase) {
+        text.to_lowercase().into()
+    } else {
+        text.into()
+    };
+    let pattern: std::borrow::Cow<'_, str> =
+        if pattern.is_ascii() && !pattern.bytes().any(|b| b.is_ascii_uppercase()) {
+            pattern.into()
+        } else {
+            pattern.to_lowercase().into()
+        };
     if pattern.split_whitespace().nth(1).is_some() {
-        return text.contains(&pattern);
+        return text.contains(&*pattern);
     }
     let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
     // A boundary is needed only where the pattern itself starts or ends
     // with a word character (`dd if=` may be followed by anything).
     let (starts_word, ends_word) = (word(pattern.chars().next()), word(pattern.chars().next_back()));
-    text.match_indices(&pattern).any(|(at, m)| {
+    text.match_indices(&*pattern).any(|(at, m)| {
         let glued_before = starts_word && word(text[..at].chars().next_back());
         let glued_after = ends_word && word(text[at + m.len()..].chars().next());
         !glued_before && !glued_after
@@ -411,5 +445,15 @@ mod tests {
         assert!(matches_pattern("mkfs.ext4", "mkfs"));
         assert!(matches_pattern("x dd if=/dev", "dd if="));
         assert!(!matches_pattern("anything", "  "));
+        // Case folding beyond ASCII: upper case in the text or the pattern,
+        // and a title-case letter (not upper case) in the pattern.
+        assert!(matches_pattern("run ÉCHO now", "écho"));
+        assert!(matches_pattern("run écho now", "ÉCHO"));
+        assert!(matches_pattern("x \u{1c6} y", "\u{1c5}"));
+        assert!(matches_pattern("run SUDO now", "SuDo"));
+        assert_eq!(normalize("  SU\\DO  \"Écho\"\tX "), "sudo écho x");
+        assert_eq!(dangerous_operation("ls -la /tmp"), None);
+        assert_eq!(dangerous_operation("x; mkfs.ext4 /dev/sda"), Some("Filesystem creation: mkfs"));
+        assert_eq!(dangerous_operation("d d if = /dev/zero"), Some("Dangerous disk operation: dd if=/dev/"));
     }
 }
