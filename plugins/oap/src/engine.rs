@@ -180,7 +180,7 @@ impl Engine {
         }
         if let Some(agent) = request.agent_id().filter(|a| !a.is_empty()) {
             let path = expand_home(agent);
-            if path.is_file() {
+            if self.passports.is_file(&path) {
                 return path.into();
             }
         }

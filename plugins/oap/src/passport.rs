@@ -413,9 +413,16 @@ enum Freshness {
 struct Entry {
     freshness: Freshness,
     loaded: Result<Arc<Passport>, PassportError>,
+    /// Whether the path named a file (`Path::is_file`) when it was read.
+    is_file: bool,
     /// Times this path was read (tests).
     reads: u64,
 }
+
+/// The most paths [`PassportStore::is_file`] keeps an entry for that name
+/// no file (agent ids that are not paths), so that they cannot grow the
+/// store without bound.
+const MAX_ENTRIES: usize = 1024;
 
 /// Passports by path, each re-read when its file changes, so an edit (a
 /// suspension, a new limit) applies to the very next call; the file is
@@ -525,25 +532,56 @@ impl PassportStore {
 
     /// The current passport at `path`.
     pub fn get(&self, path: &Path) -> Result<Arc<Passport>, PassportError> {
+        self.poll();
+        match self.fresh(path, |entry| entry.loaded.clone()) {
+            Some(loaded) => loaded,
+            None => self.reload(path),
+        }
+    }
+
+    /// `path.is_file()`, without a `stat` when the path is watched: the
+    /// answer comes from the path's entry, which is read (and watched) if
+    /// there is none yet. (The engine asks this of the request's
+    /// `agent_id` on every call.)
+    pub fn is_file(&self, path: &Path) -> bool {
+        if self.watcher.is_none() {
+            return path.is_file();
+        }
+        self.poll();
+        if let Some(is_file) = self.fresh(path, |entry| entry.is_file) {
+            return is_file;
+        }
+        let known = self.entries.read().unwrap_or_else(|e| e.into_inner()).contains_key(path);
+        if !known && self.entries.read().unwrap_or_else(|e| e.into_inner()).len() >= MAX_ENTRIES {
+            return path.is_file();
+        }
+        let _ = self.reload(path);
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries.get(path).is_some_and(|entry| entry.is_file)
+    }
+
+    /// Reads the queued watch events, if there is a watcher.
+    fn poll(&self) {
         if let Some(watcher) = &self.watcher {
             watcher.lock().unwrap_or_else(|e| e.into_inner()).poll();
         }
-        {
-            let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(entry) = entries.get(path) {
-                let fresh = match &entry.freshness {
-                    Freshness::Watched { dirty, .. } => !dirty.load(Ordering::Acquire),
-                    Freshness::Stat { stamp: Some(stamp), settled: true } => {
-                        self.stat(path).is_ok_and(|meta| Stamp::of(&meta) == *stamp)
-                    }
-                    Freshness::Stat { .. } => false,
-                };
-                if fresh {
-                    return entry.loaded.clone();
-                }
+    }
+
+    /// `f` of the entry of `path`, when nothing says it changed (after
+    /// [`poll`]).
+    ///
+    /// [`poll`]: PassportStore::poll
+    fn fresh<T>(&self, path: &Path, f: impl FnOnce(&Entry) -> T) -> Option<T> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        let entry = entries.get(path)?;
+        let fresh = match &entry.freshness {
+            Freshness::Watched { dirty, .. } => !dirty.load(Ordering::Acquire),
+            Freshness::Stat { stamp: Some(stamp), settled: true } => {
+                self.stat(path).is_ok_and(|meta| Stamp::of(&meta) == *stamp)
             }
-        }
-        self.reload(path)
+            Freshness::Stat { .. } => false,
+        };
+        fresh.then(|| f(entry))
     }
 
     /// Reads `path` again, and watches it anew.
@@ -571,7 +609,7 @@ impl PassportStore {
             _ => true,
         };
         let watched = watcher.as_mut().filter(|_| retry).and_then(|w| w.watch(path, &dirty));
-        let (stamp, loaded) = match meta {
+        let (stamp, loaded) = match &meta {
             Ok(_) => read(path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 (None, Err(PassportError::NotFound(path.to_path_buf())))
@@ -597,7 +635,8 @@ impl PassportStore {
             }
         };
         let reads = previous.as_ref().map_or(0, |e| e.reads) + 1;
-        let entry = Arc::new(Entry { freshness, loaded: loaded.clone(), reads });
+        let is_file = meta.as_ref().is_ok_and(std::fs::Metadata::is_file);
+        let entry = Arc::new(Entry { freshness, loaded: loaded.clone(), is_file, reads });
         let replaced =
             self.entries.write().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), entry);
         if let (Some(watcher), Some(old)) = (watcher.as_mut(), replaced) {
@@ -936,6 +975,39 @@ mod tests {
         assert_eq!(status(&store, &path), Ok(Status::Suspended));
         assert_eq!(store.reads(&path), 2);
         assert_eq!(store.stats.load(Ordering::Relaxed), stats + 1);
+    }
+
+    #[test]
+    fn is_file_answers_as_path_is_file_does_without_a_stat_per_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("passport.json");
+        let not_a_path = Path::new("ap_hosted_agent_123");
+        for store in [PassportStore::default(), PassportStore::without_watches()] {
+            let _ = std::fs::remove_file(&path);
+            assert!(!store.is_file(&path));
+            assert!(!store.is_file(not_a_path));
+            assert!(!store.is_file(dir.path()));
+            replace(&path, "active");
+            assert!(store.is_file(&path), "{:?}", store.watch_mode(&path));
+            // (The directory changed: it is read again once.)
+            assert!(!store.is_file(dir.path()));
+            let reads = store.reads(&path);
+            let stats = store.stats.load(Ordering::Relaxed);
+            for _ in 0..100 {
+                assert!(store.is_file(&path) && !store.is_file(not_a_path) && !store.is_file(dir.path()));
+                assert_eq!(status(&store, &path), Ok(Status::Active));
+            }
+            let per_call = store.stats.load(Ordering::Relaxed) - stats;
+            if store.watch_mode(&path) == Some(WatchMode::Inotify) {
+                assert_eq!(per_call, 0);
+                assert_eq!(store.reads(&path), reads);
+            }
+            std::fs::remove_file(&path).unwrap();
+            assert!(!store.is_file(&path));
+            std::fs::create_dir(&path).unwrap();
+            assert!(!store.is_file(&path));
+            std::fs::remove_dir(&path).unwrap();
+        }
     }
 
     #[test]
