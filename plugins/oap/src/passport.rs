@@ -533,6 +533,25 @@ impl PassportStore {
     /// The current passport at `path`.
     pub fn get(&self, path: &Path) -> Result<Arc<Passport>, PassportError> {
         self.poll();
+        self.get_polled(path)
+    }
+
+    /// The current passport at `preferred` when it names a file, else at
+    /// `otherwise` (the engine's `agent_id`, then the default passport),
+    /// with one look at the watch events for both.
+    pub fn first_file(
+        &self,
+        preferred: Option<&Path>,
+        otherwise: &Path,
+    ) -> Result<Arc<Passport>, PassportError> {
+        self.poll();
+        match preferred {
+            Some(path) if self.is_file_polled(path) => self.get_polled(path),
+            _ => self.get_polled(otherwise),
+        }
+    }
+
+    fn get_polled(&self, path: &Path) -> Result<Arc<Passport>, PassportError> {
         match self.fresh(path, |entry| entry.loaded.clone()) {
             Some(loaded) => loaded,
             None => self.reload(path),
@@ -541,13 +560,16 @@ impl PassportStore {
 
     /// `path.is_file()`, without a `stat` when the path is watched: the
     /// answer comes from the path's entry, which is read (and watched) if
-    /// there is none yet. (The engine asks this of the request's
-    /// `agent_id` on every call.)
+    /// there is none yet.
     pub fn is_file(&self, path: &Path) -> bool {
+        self.poll();
+        self.is_file_polled(path)
+    }
+
+    fn is_file_polled(&self, path: &Path) -> bool {
         if self.watcher.is_none() {
             return path.is_file();
         }
-        self.poll();
         if let Some(is_file) = self.fresh(path, |entry| entry.is_file) {
             return is_file;
         }

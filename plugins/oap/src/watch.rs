@@ -322,6 +322,10 @@ mod imp {
                     self.add(wd, Some(name.clone()), dirty, &mut watched);
                 }
                 if let Some(file) = &chain.file {
+                    // The file may be a mount of its own (a bind mount).
+                    if !super::is_local(&mountinfo, file) {
+                        return None;
+                    }
                     let wd = self.inotify.watches().add(file, file_mask()).ok()?;
                     self.add(wd, None, dirty, &mut watched);
                 }
