@@ -452,7 +452,9 @@ const MAX_ENTRIES: usize = 1024;
 pub struct PassportStore {
     /// `None`: every path is in [`WatchMode::Stat`].
     watcher: Option<Mutex<Watcher>>,
-    entries: RwLock<HashMap<PathBuf, Arc<Entry>>>,
+    /// By the path's bytes: hashing them is cheaper than hashing a
+    /// `Path`, component by component.
+    entries: RwLock<HashMap<std::ffi::OsString, Arc<Entry>>>,
     /// `stat`s of a passport path made so far (tests).
     #[cfg(test)]
     stats: std::sync::atomic::AtomicU64,
@@ -511,7 +513,7 @@ impl PassportStore {
     /// before.
     pub fn watch_mode(&self, path: &Path) -> Option<WatchMode> {
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        entries.get(path).map(|entry| match entry.freshness {
+        entries.get(path.as_os_str()).map(|entry| match entry.freshness {
             Freshness::Watched { .. } => WatchMode::Inotify,
             Freshness::Stat { .. } => WatchMode::Stat,
         })
@@ -527,7 +529,7 @@ impl PassportStore {
     #[cfg(test)]
     pub(crate) fn reads(&self, path: &Path) -> u64 {
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        entries.get(path).map_or(0, |entry| entry.reads)
+        entries.get(path.as_os_str()).map_or(0, |entry| entry.reads)
     }
 
     /// The current passport at `path`.
@@ -573,13 +575,13 @@ impl PassportStore {
         if let Some(is_file) = self.fresh(path, |entry| entry.is_file) {
             return is_file;
         }
-        let known = self.entries.read().unwrap_or_else(|e| e.into_inner()).contains_key(path);
+        let known = self.entries.read().unwrap_or_else(|e| e.into_inner()).contains_key(path.as_os_str());
         if !known && self.entries.read().unwrap_or_else(|e| e.into_inner()).len() >= MAX_ENTRIES {
             return path.is_file();
         }
         let _ = self.reload(path);
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        entries.get(path).is_some_and(|entry| entry.is_file)
+        entries.get(path.as_os_str()).is_some_and(|entry| entry.is_file)
     }
 
     /// Reads the queued watch events, if there is a watcher.
@@ -595,7 +597,7 @@ impl PassportStore {
     /// [`poll`]: PassportStore::poll
     fn fresh<T>(&self, path: &Path, f: impl FnOnce(&Entry) -> T) -> Option<T> {
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        let entry = entries.get(path)?;
+        let entry = entries.get(path.as_os_str())?;
         let fresh = match &entry.freshness {
             Freshness::Watched { dirty, .. } => !dirty.load(Ordering::Acquire),
             Freshness::Stat { stamp: Some(stamp), settled: true } => {
@@ -609,7 +611,7 @@ impl PassportStore {
     /// Reads `path` again, and watches it anew.
     fn reload(&self, path: &Path) -> Result<Arc<Passport>, PassportError> {
         let mut watcher = self.watcher.as_ref().map(|w| w.lock().unwrap_or_else(|e| e.into_inner()));
-        let previous = self.entries.read().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
+        let previous = self.entries.read().unwrap_or_else(|e| e.into_inner()).get(path.as_os_str()).cloned();
         if let (Some(watcher), Some(entry)) = (watcher.as_mut(), &previous) {
             // Another call may have re-read it meanwhile.
             watcher.poll();
@@ -659,8 +661,11 @@ impl PassportStore {
         let reads = previous.as_ref().map_or(0, |e| e.reads) + 1;
         let is_file = meta.as_ref().is_ok_and(std::fs::Metadata::is_file);
         let entry = Arc::new(Entry { freshness, loaded: loaded.clone(), is_file, reads });
-        let replaced =
-            self.entries.write().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), entry);
+        let replaced = self
+            .entries
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path.as_os_str().to_owned(), entry);
         if let (Some(watcher), Some(old)) = (watcher.as_mut(), replaced) {
             if let Freshness::Watched { dirty, watched } = &old.freshness {
                 watcher.unwatch(watched, dirty);

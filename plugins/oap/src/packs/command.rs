@@ -109,11 +109,12 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
     if let Some(what) = dangerous_operation(&normal) {
         return Err(deny("oap.dangerous_operation", what));
     }
+    let lowered = lower_text(&normal);
     if let Some(pattern) = limits
         .strings("blocked_patterns")
         .unwrap_or_default()
         .into_iter()
-        .find(|p| matches_pattern(&normal, p))
+        .find(|p| matches_lowered(&lowered, p))
     {
         return Err(deny("oap.blocked_pattern", format!("Command contains blocked pattern: {pattern}")));
     }
@@ -245,42 +246,72 @@ fn dangerous_operation(text: &str) -> Option<&'static str> {
 /// APort's blocked-pattern rule: several words → case-insensitive
 /// substring; one word → case-insensitive match at word boundaries.
 pub fn matches_pattern(text: &str, pattern: &str) -> bool {
+    matches_lowered(&lower_text(text), pattern)
+}
+
+/// `text` lowered when it has an upper-case letter (the command is
+/// normalised to lower case, so usually it is returned as it is).
+fn lower_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let upper = if text.is_ascii() {
+        text.bytes().any(|b| b.is_ascii_uppercase())
+    } else {
+        text.chars().any(char::is_uppercase)
+    };
+    if upper {
+        text.to_lowercase().into()
+    } else {
+        text.into()
+    }
+}
+
+/// [`matches_pattern`] on a text already through [`lower_text`].
+fn matches_lowered(text: &str, pattern: &str) -> bool {
     let pattern = pattern.trim();
     if pattern.is_empty() {
         return false;
     }
-    // Lowered only when needed (the command is normalised to lower
-    // case): the text when it has an upper-case letter, as before; the
-    // pattern unless it is ASCII without one (`to_lowercase` also changes
-    // title-case letters, which are not upper case).
-    let text: std::borrow::Cow<'_, str> = if text.is_ascii() {
-        if text.bytes().any(|b| b.is_ascii_uppercase()) {
-            text.to_ascii_lowercase().into()
-        } else {
-            text.into()
-        }
-    } else if text.chars().any(char::is_uppercase) {
-        text.to_lowercase().into()
-    } else {
-        text.into()
-    };
+    // Lowered unless it is ASCII without an upper-case letter
+    // (`to_lowercase` also changes title-case letters, which are not
+    // upper case).
     let pattern: std::borrow::Cow<'_, str> =
         if pattern.is_ascii() && !pattern.bytes().any(|b| b.is_ascii_uppercase()) {
             pattern.into()
         } else {
             pattern.to_lowercase().into()
         };
-    if pattern.split_whitespace().nth(1).is_some() {
-        return text.contains(&*pattern);
+    // Trimmed, it has several words exactly when it has white space.
+    if pattern.chars().any(char::is_whitespace) {
+        return matches(text, &pattern).next().is_some();
     }
     let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
     // A boundary is needed only where the pattern itself starts or ends
     // with a word character (`dd if=` may be followed by anything).
     let (starts_word, ends_word) = (word(pattern.chars().next()), word(pattern.chars().next_back()));
-    text.match_indices(&*pattern).any(|(at, m)| {
+    let found = matches(text, &pattern).any(|at| {
         let glued_before = starts_word && word(text[..at].chars().next_back());
-        let glued_after = ends_word && word(text[at + m.len()..].chars().next());
+        let glued_after = ends_word && word(text[at + pattern.len()..].chars().next());
         !glued_before && !glued_after
+    });
+    found
+}
+
+/// Where `pattern` (not empty) starts in `text`, leftmost first and not
+/// overlapping, as `str::match_indices` finds them; a plain scan, cheaper
+/// than its searcher's set-up for a command and a short pattern. A match
+/// of whole UTF-8 text starts and ends on character boundaries.
+fn matches<'t>(text: &'t str, pattern: &'t str) -> impl Iterator<Item = usize> + 't {
+    let (text, pattern) = (text.as_bytes(), pattern.as_bytes());
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at + pattern.len() <= text.len() {
+            if text[at..].starts_with(pattern) {
+                let found = at;
+                at += pattern.len();
+                return Some(found);
+            }
+            at += 1;
+        }
+        None
     })
 }
 
@@ -445,6 +476,15 @@ mod tests {
         assert!(matches_pattern("mkfs.ext4", "mkfs"));
         assert!(matches_pattern("x dd if=/dev", "dd if="));
         assert!(!matches_pattern("anything", "  "));
+        // The scan finds what `match_indices` finds.
+        for (text, pattern) in [("aaaa", "aa"), ("abab ab", "ab"), ("é é", "é"), ("x", "xy"), ("", "a")] {
+            let expected: Vec<usize> = text.match_indices(pattern).map(|(i, _)| i).collect();
+            assert_eq!(matches(text, pattern).collect::<Vec<_>>(), expected, "{text} {pattern}");
+        }
+        assert!(!matches_pattern("aaa", "aa") && matches_pattern("aa aaa", "aa"));
+        assert!(matches_pattern("chmod  777 x", "chmod 777") == "chmod  777 x".contains("chmod 777"));
+        assert!(matches_pattern("run\u{b}rm -rf x", "rm -rf"));
+        assert!(!matches_pattern("xrm -rfx", "rm\u{b}-rf"));
         // Case folding beyond ASCII: upper case in the text or the pattern,
         // and a title-case letter (not upper case) in the pattern.
         assert!(matches_pattern("run ÉCHO now", "écho"));
