@@ -48,6 +48,9 @@
 //! `inotify_init` fails, the watch limit is reached, a directory cannot be
 //! watched).
 
+// Without inotify, the chain and the mount table are used by tests only.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use std::path::{Component, Path, PathBuf};
 
 /// How a passport path's changes are noticed.
