@@ -854,6 +854,40 @@ mod tests {
     }
 
     #[test]
+    fn every_change_is_seen_by_the_call_right_after_it_while_other_threads_call_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("passport.json");
+        replace(&path, "active");
+        let store = PassportStore::default();
+        assert_eq!(status(&store, &path), Ok(Status::Active));
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    // (A call between an in-place edit's truncation and its
+                    // write may find a partial file: any answer will do.)
+                    while !done.load(Ordering::Relaxed) {
+                        let _ = status(&store, &path);
+                    }
+                });
+            }
+            for round in 0..300 {
+                let next = ["suspended", "active", "revoked"][round % 3];
+                if round % 2 == 0 {
+                    replace(&path, next);
+                } else {
+                    let mut doc = valid();
+                    doc["status"] = json!(next);
+                    std::fs::write(&path, doc.to_string()).unwrap();
+                }
+                assert_eq!(status(&store, &path).map(Status::as_str), Ok(next), "round {round}");
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(store.watch_mode(&path), Some(expected_mode()));
+    }
+
+    #[test]
     fn an_edit_in_place_of_the_same_size_is_seen_by_the_next_call() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("passport.json");
