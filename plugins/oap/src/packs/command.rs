@@ -80,8 +80,8 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
             "Command contains potentially dangerous characters",
         ));
     }
-    let allowed = limits.strings("allowed_commands").unwrap_or_default();
-    let any_command = allowed.contains(&"*");
+    let allowed = || strings(limits, "allowed_commands");
+    let any_command = allowed().any(|a| a == "*");
     if !any_command {
         // With an allowlist, the allowed command must be all that runs:
         // no chaining, grouping, substitution or redirection.
@@ -92,7 +92,7 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
                  command allowlist",
             ));
         }
-        let starts_with_allowed = allowed.iter().any(|a| {
+        let starts_with_allowed = allowed().any(|a| {
             let a = a.trim();
             !a.is_empty()
                 && command.starts_with(a)
@@ -110,15 +110,16 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
         return Err(deny("oap.dangerous_operation", what));
     }
     let lowered = lower_text(&normal);
-    if let Some(pattern) = limits
-        .strings("blocked_patterns")
-        .unwrap_or_default()
-        .into_iter()
-        .find(|p| matches_lowered(&lowered, p))
-    {
+    if let Some(pattern) = strings(limits, "blocked_patterns").find(|p| matches_lowered(&lowered, p)) {
         return Err(deny("oap.blocked_pattern", format!("Command contains blocked pattern: {pattern}")));
     }
     Ok(())
+}
+
+/// The strings of a list limit, as `Limits::strings` gives them, without
+/// collecting them.
+fn strings<'a>(limits: Limits<'a>, key: &str) -> impl Iterator<Item = &'a str> {
+    limits.get(key).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
 }
 
 /// The first construct that runs or redirects more than one command:
@@ -303,13 +304,16 @@ fn matches<'t>(text: &'t str, pattern: &'t str) -> impl Iterator<Item = usize> +
     let (text, pattern) = (text.as_bytes(), pattern.as_bytes());
     let mut at = 0;
     std::iter::from_fn(move || {
-        while at + pattern.len() <= text.len() {
-            if text[at..].starts_with(pattern) {
-                let found = at;
-                at += pattern.len();
+        let (&first, _) = pattern.split_first()?;
+        // The last place a match can start.
+        let last = text.len().checked_sub(pattern.len())?;
+        while at <= last {
+            let found = at + text[at..=last].iter().position(|&b| b == first)?;
+            if text[found..found + pattern.len()] == *pattern {
+                at = found + pattern.len();
                 return Some(found);
             }
-            at += 1;
+            at = found + 1;
         }
         None
     })
@@ -477,7 +481,18 @@ mod tests {
         assert!(matches_pattern("x dd if=/dev", "dd if="));
         assert!(!matches_pattern("anything", "  "));
         // The scan finds what `match_indices` finds.
-        for (text, pattern) in [("aaaa", "aa"), ("abab ab", "ab"), ("é é", "é"), ("x", "xy"), ("", "a")] {
+        let cases = [
+            ("aaaa", "aa"),
+            ("abab ab", "ab"),
+            ("é é", "é"),
+            ("x", "xy"),
+            ("", "a"),
+            ("aab", "ab"),
+            ("abcabd", "abd"),
+            ("ab", "ab"),
+            ("xab", "b"),
+        ];
+        for (text, pattern) in cases {
             let expected: Vec<usize> = text.match_indices(pattern).map(|(i, _)| i).collect();
             assert_eq!(matches(text, pattern).collect::<Vec<_>>(), expected, "{text} {pattern}");
         }
