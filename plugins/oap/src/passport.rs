@@ -440,15 +440,17 @@ const MAX_ENTRIES: usize = 1024;
 ///   noticed by the next call.
 /// - [`WatchMode::Stat`], the fallback where inotify cannot be used (not
 ///   Linux, no inotify instance, the watch limit reached, a directory that
-///   cannot be watched, a network or FUSE file system, whose other clients'
-///   changes inotify does not report): one `stat` of the path per call, as
+///   cannot be watched, no `/proc/self/mountinfo` to tell the file system,
+///   a network or FUSE file system, whose other clients' changes inotify
+///   does not report): one `stat` of the path per call, as
 ///   before, with the same guarantee. A bounded interval (a `stat` at most
 ///   every 100 ms, say) would be cheaper but would let calls run on a
 ///   suspended passport for up to that long; the fallback keeps the kill
 ///   switch exact instead, at the old cost.
 ///
 /// Dropping the store closes the inotify descriptor, which ends every
-/// watch; there is no thread.
+/// watch; there is no thread ([`crate::watch`] says why: a thread would
+/// leave a window after each change).
 pub struct PassportStore {
     /// `None`: every path is in [`WatchMode::Stat`].
     watcher: Option<Mutex<Watcher>>,
