@@ -491,7 +491,8 @@ impl Drop for PassportStore {
 impl PassportStore {
     /// A store that never watches: every path is in [`WatchMode::Stat`]
     /// (tests of the fallback).
-    pub fn without_watches() -> PassportStore {
+    #[cfg(test)]
+    pub(crate) fn without_watches() -> PassportStore {
         PassportStore::with_watcher(None)
     }
 
