@@ -269,9 +269,10 @@ mod imp {
                         }
                         continue;
                     }
-                    // The watch is gone (its inode deleted, its file system
-                    // unmounted), or the watched directory itself moved or
-                    // was deleted: every path through it is suspect.
+                    // An event on the watched inode itself, or the watch
+                    // gone (its inode deleted, its file system unmounted):
+                    // every path through it is suspect. Otherwise, the
+                    // paths using the entry the event names.
                     let whole = event.name.is_none()
                         || event.mask.intersects(
                             EventMask::IGNORED
@@ -279,26 +280,14 @@ mod imp {
                                 | EventMask::MOVE_SELF
                                 | EventMask::UNMOUNT,
                         );
-                    let interests = if event.mask.contains(EventMask::IGNORED) {
-                        self.interests.remove(&event.wd).unwrap_or_default()
-                    } else {
-                        match self.interests.get(&event.wd) {
-                            Some(list) => {
-                                for interest in list {
-                                    if whole
-                                        || interest.name.is_none()
-                                        || interest.name.as_deref() == event.name
-                                    {
-                                        interest.dirty.store(true, Ordering::Release);
-                                    }
-                                }
-                                continue;
-                            }
-                            None => Vec::new(),
-                        }
-                    };
-                    for interest in interests {
+                    let interests = self.interests.get(&event.wd).into_iter().flatten();
+                    for interest in
+                        interests.filter(|i| whole || i.name.is_none() || i.name.as_deref() == event.name)
+                    {
                         interest.dirty.store(true, Ordering::Release);
+                    }
+                    if event.mask.contains(EventMask::IGNORED) {
+                        self.interests.remove(&event.wd);
                     }
                 }
             }
@@ -310,37 +299,48 @@ mod imp {
         /// a `stat` per call.
         pub(crate) fn watch(&mut self, path: &Path, dirty: &Arc<AtomicBool>) -> Option<Watched> {
             let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-            let mut watched = Watched::default();
-            // Each directory is watched before its entry is looked up, so a
-            // change after the look-up is reported; the chain is therefore
-            // resolved first, then watched, then resolved again to check
-            // that nothing moved in between.
-            let chain = Chain::of(path)?;
-            let ok = (|| {
-                for (directory, name) in &chain.entries {
-                    if !super::is_local(&mountinfo, directory) {
-                        return None;
-                    }
-                    let wd = self.inotify.watches().add(directory, directory_mask()).ok()?;
-                    self.add(wd, Some(name.clone()), dirty, &mut watched);
+            // The chain is resolved, then watched, then resolved again: a
+            // change between a look-up and its directory's watch would go
+            // unreported, so the chain must not have changed meanwhile.
+            // (It can, while an update swaps links: then once more.)
+            for _ in 0..3 {
+                let chain = Chain::of(path)?;
+                let mut watched = Watched::default();
+                let done = self.watch_chain(&chain, &mountinfo, dirty, &mut watched);
+                if done.is_some() && Chain::of(path).as_ref() == Some(&chain) {
+                    return Some(watched);
                 }
-                if let Some(file) = &chain.file {
-                    // The file may be a mount of its own (a bind mount).
-                    if !super::is_local(&mountinfo, file) {
-                        return None;
-                    }
-                    let wd = self.inotify.watches().add(file, file_mask()).ok()?;
-                    self.add(wd, None, dirty, &mut watched);
-                }
-                (Chain::of(path)? == chain).then_some(())
-            })();
-            match ok {
-                Some(()) => Some(watched),
-                None => {
-                    self.unwatch(&watched, dirty);
-                    None
-                }
+                self.unwatch(&watched, dirty);
+                done?;
             }
+            None
+        }
+
+        /// Watches every directory of `chain` and its file; `None` at the
+        /// first that cannot be (what was watched is in `watched`).
+        fn watch_chain(
+            &mut self,
+            chain: &Chain,
+            mountinfo: &str,
+            dirty: &Arc<AtomicBool>,
+            watched: &mut Watched,
+        ) -> Option<()> {
+            for (directory, name) in &chain.entries {
+                if !super::is_local(mountinfo, directory) {
+                    return None;
+                }
+                let wd = self.inotify.watches().add(directory, directory_mask()).ok()?;
+                self.add(wd, Some(name.clone()), dirty, watched);
+            }
+            if let Some(file) = &chain.file {
+                // The file may be a mount of its own (a bind mount).
+                if !super::is_local(mountinfo, file) {
+                    return None;
+                }
+                let wd = self.inotify.watches().add(file, file_mask()).ok()?;
+                self.add(wd, None, dirty, watched);
+            }
+            Some(())
         }
 
         fn add(
