@@ -6,7 +6,8 @@
 //! 200,000 decisions one by one (after a warm-up); numbers are for
 //! comparison on one machine, not assertions. The last case goes through a
 //! pack of our own in `policies_dir` (rules and a `required_context`
-//! schema), written to a temporary directory.
+//! schema), written to a temporary directory. Arguments keep only the
+//! cases whose name contains one of them (`-- "bash ls"`, for profiling).
 
 use std::hint::black_box;
 use std::path::Path;
@@ -70,8 +71,13 @@ fn main() {
             true,
         ),
     ];
+    // Cargo passes `--bench`.
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     println!("{:<36} {:>14} {:>10} {:>10} {:>10}", "case", "decisions/s", "p50", "p99", "max");
     for (name, tool, args, allow) in cases {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
         let call = ToolCallRequest::new(tool, args.as_object().cloned().unwrap());
         let request = GuardrailRequest::from_tool_call(&call, None).unwrap();
         let provider = if tool == "create_ticket" { &with_pack } else { &provider };

@@ -173,20 +173,6 @@ impl Engine {
         }
     }
 
-    /// The passport file for this call.
-    fn passport_file<'r>(&'r self, request: &Request<'r>) -> std::borrow::Cow<'r, Path> {
-        if let Some(path) = &self.passport_path {
-            return path.as_path().into();
-        }
-        if let Some(agent) = request.agent_id().filter(|a| !a.is_empty()) {
-            let path = expand_home(agent);
-            if path.is_file() {
-                return path.into();
-            }
-        }
-        self.default_passport.as_path().into()
-    }
-
     /// APort's steps; `Ok(pack id)` when every check passed.
     fn evaluate(&self, request: &Request<'_>, metadata: &mut Map<String, Value>) -> Result<String, Failure> {
         let tool = request.tool_name();
@@ -213,8 +199,16 @@ impl Engine {
             ));
         }
 
-        let file = self.passport_file(request);
-        let passport = self.passports.get(&file).map_err(|e| match e {
+        // `passport_path`, else the request's `agent_id` when it names a
+        // file, else the default.
+        let passport = match &self.passport_path {
+            Some(path) => self.passports.get(path),
+            None => {
+                let agent = request.agent_id().filter(|a| !a.is_empty()).map(expand_home);
+                self.passports.first_file(agent.as_deref(), &self.default_passport)
+            }
+        };
+        let passport = passport.map_err(|e| match e {
             PassportError::NotFound(path) => hard(
                 deny(
                     "oap.passport_not_found",

@@ -19,8 +19,13 @@
 //!    100 KB (a file write's `content` aside);
 //! 2. a valid passport: `passport_path`, else the request's `agent_id` when
 //!    it names a file, else `~/.aport/<framework>/aport/passport.json`; it
-//!    is re-read when the file changes, so a suspension applies to the next
-//!    call;
+//!    is re-read when the file changes, so a suspension applies to every
+//!    call that starts after the `rename` or `write` that made it returned.
+//!    On Linux the change is noticed by inotify watches on the path
+//!    ([`watch`]): a call costs one non-blocking `read` of the inotify
+//!    descriptor, no `stat`; elsewhere, and where a path cannot be watched
+//!    (a network file system, the watch limit), by one `stat` per call
+//!    ([`passport::PassportStore`] says which when);
 //! 3. `status: active`; 4. `spec_version: oap/1.0`
 //!    (`oap.passport_version_mismatch`, as APort);
 //! 5. the tool maps to a policy pack ([`mapping`]); 6. the passport has
@@ -42,6 +47,7 @@ pub mod passport;
 pub mod rate;
 #[cfg(test)]
 pub(crate) mod testdata;
+pub mod watch;
 
 use guardhost_abi::{Decision, Provider, ProviderError, Request};
 

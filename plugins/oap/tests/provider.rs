@@ -567,6 +567,28 @@ fn the_passport_comes_from_agent_id_when_no_path_is_configured() {
 }
 
 #[test]
+fn a_passport_named_by_agent_id_is_suspended_and_removed_on_the_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("passport.json");
+    write_passport(&path, "active");
+    let p = provider(json!({"framework": "guardhost-test-no-such-framework"}));
+    let mut r = request("bash", json!({"command": "ls"}));
+    r.agent_id = Some(path.display().to_string());
+    assert!(p.evaluate(&r).unwrap().allow);
+    write_passport(&path, "suspended");
+    assert_eq!(p.evaluate(&r).unwrap().reasons[0].code, "oap.passport_suspended");
+    write_passport(&path, "active");
+    assert!(p.evaluate(&r).unwrap().allow);
+    // Gone: agent_id names no file, so the default passport is tried.
+    std::fs::remove_file(&path).unwrap();
+    let d = p.evaluate(&r).unwrap();
+    assert_eq!(d.reasons[0].code, "oap.passport_not_found");
+    assert!(d.reasons[0].message.contains(".aport/guardhost-test-no-such-framework/"), "{d:?}");
+    write_passport(&path, "active");
+    assert!(p.evaluate(&r).unwrap().allow);
+}
+
+#[test]
 fn config_errors_name_the_key() {
     let cases: &[(Value, &str)] = &[
         (json!({"mode": "audit"}), "`mode`: unknown variant (a string of 5 characters), expected one of `enforce`, `warn`, `observe`"),

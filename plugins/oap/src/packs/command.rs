@@ -80,8 +80,8 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
             "Command contains potentially dangerous characters",
         ));
     }
-    let allowed = limits.strings("allowed_commands").unwrap_or_default();
-    let any_command = allowed.contains(&"*");
+    let allowed = || strings(limits, "allowed_commands");
+    let any_command = allowed().any(|a| a == "*");
     if !any_command {
         // With an allowlist, the allowed command must be all that runs:
         // no chaining, grouping, substitution or redirection.
@@ -92,7 +92,7 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
                  command allowlist",
             ));
         }
-        let starts_with_allowed = allowed.iter().any(|a| {
+        let starts_with_allowed = allowed().any(|a| {
             let a = a.trim();
             !a.is_empty()
                 && command.starts_with(a)
@@ -109,15 +109,17 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
     if let Some(what) = dangerous_operation(&normal) {
         return Err(deny("oap.dangerous_operation", what));
     }
-    if let Some(pattern) = limits
-        .strings("blocked_patterns")
-        .unwrap_or_default()
-        .into_iter()
-        .find(|p| matches_pattern(&normal, p))
-    {
+    let lowered = lower_text(&normal);
+    if let Some(pattern) = strings(limits, "blocked_patterns").find(|p| matches_lowered(&lowered, p)) {
         return Err(deny("oap.blocked_pattern", format!("Command contains blocked pattern: {pattern}")));
     }
     Ok(())
+}
+
+/// The strings of a list limit, as `Limits::strings` gives them, without
+/// collecting them.
+fn strings<'a>(limits: Limits<'a>, key: &str) -> impl Iterator<Item = &'a str> {
+    limits.get(key).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
 }
 
 /// The first construct that runs or redirects more than one command:
@@ -165,7 +167,11 @@ fn normalize(command: &str) -> String {
                 out.push(' ');
                 space = false;
             }
-            out.extend(c.to_lowercase());
+            if c.is_ascii() {
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
         }
     }
     out
@@ -179,18 +185,27 @@ fn basename(word: &str) -> &str {
 /// The built-in dangerous operations, whatever the passport says; looked
 /// for in the normalised command ([`normalize`]).
 fn dangerous_operation(text: &str) -> Option<&'static str> {
-    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    if compact.contains(":(){:|:&};:") {
-        return Some("Fork bomb detected");
-    }
-    if compact.contains("ddif=/dev/") {
-        return Some("Dangerous disk operation: dd if=/dev/");
+    // Each look is skipped when the text lacks what it needs (removing
+    // white space adds no `:` or `=`), which spares the allocations for
+    // most commands.
+    if text.contains(':') || text.contains('=') {
+        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if compact.contains(":(){:|:&};:") {
+            return Some("Fork bomb detected");
+        }
+        if compact.contains("ddif=/dev/") {
+            return Some("Dangerous disk operation: dd if=/dev/");
+        }
     }
     let separators = |c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')');
-    let words: Vec<&str> = text.split(separators).filter(|w| !w.is_empty()).collect();
-    if words.iter().any(|w| basename(w).starts_with("mkfs")) {
+    if text.contains("mkfs") && text.split(separators).any(|w| basename(w).starts_with("mkfs")) {
         return Some("Filesystem creation: mkfs");
     }
+    let words: Vec<&str> = if text.contains("rm") {
+        text.split(separators).filter(|w| !w.is_empty()).collect()
+    } else {
+        Vec::new()
+    };
     for (i, word) in words.iter().enumerate() {
         if basename(word) != "rm" {
             continue;
@@ -210,6 +225,9 @@ fn dangerous_operation(text: &str) -> Option<&'static str> {
         }
     }
     // A download piped into an interpreter, at any later stage of the pipe.
+    if !text.contains("curl") && !text.contains("wget") {
+        return None;
+    }
     let stages: Vec<&str> = text.split('|').collect();
     for (i, stage) in stages.iter().enumerate() {
         if !stage.split_whitespace().any(|w| matches!(basename(w), "curl" | "wget")) {
@@ -229,24 +247,75 @@ fn dangerous_operation(text: &str) -> Option<&'static str> {
 /// APort's blocked-pattern rule: several words → case-insensitive
 /// substring; one word → case-insensitive match at word boundaries.
 pub fn matches_pattern(text: &str, pattern: &str) -> bool {
+    matches_lowered(&lower_text(text), pattern)
+}
+
+/// `text` lowered when it has an upper-case letter (the command is
+/// normalised to lower case, so usually it is returned as it is).
+fn lower_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let upper = if text.is_ascii() {
+        text.bytes().any(|b| b.is_ascii_uppercase())
+    } else {
+        text.chars().any(char::is_uppercase)
+    };
+    if upper {
+        text.to_lowercase().into()
+    } else {
+        text.into()
+    }
+}
+
+/// [`matches_pattern`] on a text already through [`lower_text`].
+fn matches_lowered(text: &str, pattern: &str) -> bool {
     let pattern = pattern.trim();
     if pattern.is_empty() {
         return false;
     }
-    let text: std::borrow::Cow<'_, str> =
-        if text.chars().any(char::is_uppercase) { text.to_lowercase().into() } else { text.into() };
-    let pattern = pattern.to_lowercase();
-    if pattern.split_whitespace().nth(1).is_some() {
-        return text.contains(&pattern);
+    // Lowered unless it is ASCII without an upper-case letter
+    // (`to_lowercase` also changes title-case letters, which are not
+    // upper case).
+    let pattern: std::borrow::Cow<'_, str> =
+        if pattern.is_ascii() && !pattern.bytes().any(|b| b.is_ascii_uppercase()) {
+            pattern.into()
+        } else {
+            pattern.to_lowercase().into()
+        };
+    // Trimmed, it has several words exactly when it has white space.
+    if pattern.chars().any(char::is_whitespace) {
+        return matches(text, &pattern).next().is_some();
     }
     let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
     // A boundary is needed only where the pattern itself starts or ends
     // with a word character (`dd if=` may be followed by anything).
     let (starts_word, ends_word) = (word(pattern.chars().next()), word(pattern.chars().next_back()));
-    text.match_indices(&pattern).any(|(at, m)| {
+    let found = matches(text, &pattern).any(|at| {
         let glued_before = starts_word && word(text[..at].chars().next_back());
-        let glued_after = ends_word && word(text[at + m.len()..].chars().next());
+        let glued_after = ends_word && word(text[at + pattern.len()..].chars().next());
         !glued_before && !glued_after
+    });
+    found
+}
+
+/// Where `pattern` (not empty) starts in `text`, leftmost first and not
+/// overlapping, as `str::match_indices` finds them; a plain scan, cheaper
+/// than its searcher's set-up for a command and a short pattern. A match
+/// of whole UTF-8 text starts and ends on character boundaries.
+fn matches<'t>(text: &'t str, pattern: &'t str) -> impl Iterator<Item = usize> + 't {
+    let (text, pattern) = (text.as_bytes(), pattern.as_bytes());
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let (&first, _) = pattern.split_first()?;
+        // The last place a match can start.
+        let last = text.len().checked_sub(pattern.len())?;
+        while at <= last {
+            let found = at + text[at..=last].iter().position(|&b| b == first)?;
+            if text[found..found + pattern.len()] == *pattern {
+                at = found + pattern.len();
+                return Some(found);
+            }
+            at = found + 1;
+        }
+        None
     })
 }
 
@@ -411,5 +480,35 @@ mod tests {
         assert!(matches_pattern("mkfs.ext4", "mkfs"));
         assert!(matches_pattern("x dd if=/dev", "dd if="));
         assert!(!matches_pattern("anything", "  "));
+        // The scan finds what `match_indices` finds.
+        let cases = [
+            ("aaaa", "aa"),
+            ("abab ab", "ab"),
+            ("é é", "é"),
+            ("x", "xy"),
+            ("", "a"),
+            ("aab", "ab"),
+            ("abcabd", "abd"),
+            ("ab", "ab"),
+            ("xab", "b"),
+        ];
+        for (text, pattern) in cases {
+            let expected: Vec<usize> = text.match_indices(pattern).map(|(i, _)| i).collect();
+            assert_eq!(matches(text, pattern).collect::<Vec<_>>(), expected, "{text} {pattern}");
+        }
+        assert!(!matches_pattern("aaa", "aa") && matches_pattern("aa aaa", "aa"));
+        assert!(matches_pattern("chmod  777 x", "chmod 777") == "chmod  777 x".contains("chmod 777"));
+        assert!(matches_pattern("run\u{b}rm -rf x", "rm -rf"));
+        assert!(!matches_pattern("xrm -rfx", "rm\u{b}-rf"));
+        // Case folding beyond ASCII: upper case in the text or the pattern,
+        // and a title-case letter (not upper case) in the pattern.
+        assert!(matches_pattern("run ÉCHO now", "écho"));
+        assert!(matches_pattern("run écho now", "ÉCHO"));
+        assert!(matches_pattern("x \u{1c6} y", "\u{1c5}"));
+        assert!(matches_pattern("run SUDO now", "SuDo"));
+        assert_eq!(normalize("  SU\\DO  \"Écho\"\tX "), "sudo écho x");
+        assert_eq!(dangerous_operation("ls -la /tmp"), None);
+        assert_eq!(dangerous_operation("x; mkfs.ext4 /dev/sda"), Some("Filesystem creation: mkfs"));
+        assert_eq!(dangerous_operation("d d if = /dev/zero"), Some("Dangerous disk operation: dd if=/dev/"));
     }
 }
