@@ -4,57 +4,39 @@ with the Python it replaces in the same run.
 
 The classes take the data types as arguments, so the same algorithm runs
 with DeerFlow's own shapes (``guardhost.types`` and LangChain's
-``ToolMessage`` in ``bench.py``) or with the plain dataclasses below
-(``reference.py``, which needs nothing installed). The plain
+``ToolMessage`` in ``bench.py``) or, needing nothing installed
+(``reference.py``), with the same dataclasses read from the package's
+source file and a plain dataclass for ``ToolMessage``. The plain
 ``ToolMessage`` costs less to build than LangChain's pydantic one, so a
 comparison using it flatters the Python side.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
-from dataclasses import dataclass, field
+import pathlib
+import sys
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 
-@dataclass
-class GuardrailRequest:
-    """DeerFlow's ``GuardrailRequest`` dataclass."""
-
-    tool_name: str
-    tool_input: dict[str, Any]
-    agent_id: str | None = None
-    thread_id: str | None = None
-    is_subagent: bool = False
-    timestamp: str = ""
-    user_id: str | None = None
-    user_role: str | None = None
-    oauth_provider: str | None = None
-    oauth_id: str | None = None
-    run_id: str | None = None
-    tool_call_id: str | None = None
-    channel_user_id: str | None = None
-    is_internal: bool = False
-    authz_attributes: dict[str, Any] = field(default_factory=dict)
+def _package_types() -> Any:
+    """The guardhost package's twins of DeerFlow's dataclasses, read from
+    its source file (plain Python: nothing needs building or installing)."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "python" / "guardhost" / "types.py"
+    spec = importlib.util.spec_from_file_location("guardhost_types", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
-@dataclass
-class GuardrailReason:
-    """DeerFlow's ``GuardrailReason`` dataclass."""
-
-    code: str
-    message: str = ""
-
-
-@dataclass
-class GuardrailDecision:
-    """DeerFlow's ``GuardrailDecision`` dataclass."""
-
-    allow: bool
-    reasons: list[GuardrailReason] = field(default_factory=list)
-    policy_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+_types = _package_types()
+GuardrailRequest = _types.GuardrailRequest
+GuardrailReason = _types.GuardrailReason
+GuardrailDecision = _types.GuardrailDecision
 
 
 @dataclass

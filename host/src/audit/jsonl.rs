@@ -246,19 +246,22 @@ mod tests {
         GuardrailDecision::with_reason(false, "oap.tool_not_allowed", "tool 'bash' is denied")
     }
 
-    /// Records the middleware's event for call `{thread}-{n}`.
-    fn record(sink: &dyn AuditSink, thread: usize, n: usize) {
-        let (request, decision, provider) =
-            (request(&format!("{thread}-{n}")), denial(), AuditProvider::default());
-        let record = AuditRecord {
+    /// `f` of the middleware's record of a denied call `id`.
+    fn with_record<R>(id: &str, f: impl FnOnce(&AuditRecord<'_>) -> R) -> R {
+        let (request, decision, provider) = (request(id), denial(), AuditProvider::default());
+        f(&AuditRecord {
             action: AuditAction::DenyToolCall,
             request: &request,
             decision: &decision,
             fail_closed: true,
             provider_error: false,
             provider: &provider,
-        };
-        sink.record_call(&record).unwrap();
+        })
+    }
+
+    /// Records the middleware's event for call `{thread}-{n}`.
+    fn record(sink: &dyn AuditSink, thread: usize, n: usize) {
+        with_record(&format!("{thread}-{n}"), |record| sink.record_call(record).unwrap());
     }
 
     fn events(path: &Path) -> Vec<AuditEvent> {
@@ -354,16 +357,7 @@ mod tests {
     }
 
     fn record_event(id: &str) -> AuditEvent {
-        let (request, decision, provider) = (request(id), denial(), AuditProvider::default());
-        AuditRecord {
-            action: AuditAction::DenyToolCall,
-            request: &request,
-            decision: &decision,
-            fail_closed: true,
-            provider_error: false,
-            provider: &provider,
-        }
-        .to_event()
+        with_record(id, |record| record.to_event())
     }
 
     #[test]
