@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use guardhost::middleware::denied_message;
 use guardhost::{
-    Guardrail, GuardrailDecision, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderSource, Reloader,
-    ToolCall, ToolCallError, ToolCallRequest,
+    Guardrail, GuardrailDecision, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderInfo,
+    ProviderSource, Reloader, ToolCall, ToolCallError, ToolCallRequest,
 };
 
 use guardhost::jsonl::parse_line;
@@ -89,8 +89,11 @@ impl CallPath {
 /// cost a write a line). A library (Rust or C ABI), a provider program and
 /// `isolation: process` all get the flush.
 fn flush_before_asking(guardrail: &Guardrail) -> bool {
-    !(matches!(guardrail.info.source, ProviderSource::Builtin { .. })
-        && guardrail.info.isolation == Isolation::InProcess)
+    flush_before_asking_provider(&guardrail.info)
+}
+
+fn flush_before_asking_provider(info: &ProviderInfo) -> bool {
+    !(matches!(info.source, ProviderSource::Builtin { .. }) && info.isolation == Isolation::InProcess)
 }
 
 /// Answers one parsed call: the denial, or the dry run's message (what the
@@ -232,4 +235,37 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
 
     eprintln!("{}", counts.summary());
     Ok(ExitCode::from(counts.exit_code()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(source: ProviderSource, isolation: Isolation) -> ProviderInfo {
+        ProviderInfo {
+            name: "p".into(),
+            source,
+            abi_version: (1, 0),
+            abi_kind: guardhost::AbiKind::Rust,
+            accepted_keys: Vec::new(),
+            accepts_extra_keys: false,
+            framework_injected: false,
+            volatile_metadata_keys: Vec::new(),
+            path_keys: Vec::new(),
+            timeout_ms: None,
+            isolation,
+            sha256: None,
+        }
+    }
+
+    #[test]
+    fn only_the_built_in_provider_in_process_goes_without_the_flush_before_each_call() {
+        let builtin = || ProviderSource::Builtin { symbol: "AllowlistProvider".into() };
+        assert!(!flush_before_asking_provider(&info(builtin(), Isolation::InProcess)));
+        assert!(flush_before_asking_provider(&info(builtin(), Isolation::Process)));
+        let library = ProviderSource::Library { path: "/lib/libp.so".into(), symbol: "P".into() };
+        assert!(flush_before_asking_provider(&info(library, Isolation::InProcess)));
+        let program = ProviderSource::Program { command: vec!["p".into()] };
+        assert!(flush_before_asking_provider(&info(program, Isolation::Process)));
+    }
 }
