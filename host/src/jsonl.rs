@@ -44,6 +44,102 @@ const EXPECTED: &str =
 
 /// Parses one line into a tool call, or says what is wrong with it.
 pub fn parse_line(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessage> {
+    // The common line (an object with string or null `name` and `id`,
+    // mappings or null for `args` and `context`, no key twice) straight
+    // into the call, without a `Value` for the whole line; any other line,
+    // well-formed or not, takes the general path, which has the last word
+    // on every answer.
+    if let Ok(Fast(call)) = serde_json::from_slice::<Fast>(bytes) {
+        return Ok(call);
+    }
+    parse_general(number, bytes)
+}
+
+/// A line read by [`parse_line`]'s fast path: what the general path makes
+/// of it, whenever this reads it at all.
+struct Fast(ToolCallRequest);
+
+/// A key of a line's object.
+enum Key {
+    Name,
+    Args,
+    Id,
+    Context,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Key, E> {
+                Ok(match key {
+                    "name" => Key::Name,
+                    "args" => Key::Args,
+                    "id" => Key::Id,
+                    "context" => Key::Context,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Fast {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        struct FastVisitor;
+        impl<'de> serde::de::Visitor<'de> for FastVisitor {
+            type Value = Fast;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a tool call")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fast, A::Error> {
+                // `None`: the key was not seen; the general path reads a
+                // key seen twice (the last one wins there).
+                let (mut name, mut id, mut args, mut context) = (None, None, None, None);
+                fn once<T, E: Error>(slot: &mut Option<T>, value: T) -> Result<(), E> {
+                    match slot.replace(value) {
+                        None => Ok(()),
+                        Some(_) => Err(E::custom("a key twice")),
+                    }
+                }
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        // A string, or null (`str(None)`); a number or a
+                        // boolean takes the general path.
+                        Key::Name => once(&mut name, map.next_value::<Option<String>>()?)?,
+                        Key::Id => once(&mut id, map.next_value::<Option<String>>()?)?,
+                        Key::Args => once(&mut args, map.next_value::<Option<Map<String, Value>>>()?)?,
+                        // A context that is not a mapping is warned about
+                        // by the general path.
+                        Key::Context => once(&mut context, map.next_value::<Option<Map<String, Value>>>()?)?,
+                        // As a `Value`, which refuses what the general path
+                        // refuses (an out-of-range number, ...).
+                        Key::Other => drop(map.next_value::<Value>()?),
+                    }
+                }
+                let null_id = matches!(id, Some(None));
+                let call = ToolCall {
+                    name: name.map(|name: Option<String>| name.unwrap_or_else(|| "None".to_owned())),
+                    args: args.flatten().unwrap_or_default(),
+                    id: id.flatten(),
+                    null_id,
+                };
+                Ok(Fast(ToolCallRequest { tool_call: call, context: context.flatten() }))
+            }
+        }
+        deserializer.deserialize_map(FastVisitor)
+    }
+}
+
+/// [`parse_line`] for any line: through a `Value`.
+fn parse_general(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessage> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| line_error(number, &format!("not valid UTF-8 ({e}); {EXPECTED}"), None, None))?;
     if text.trim().is_empty() {
@@ -133,6 +229,50 @@ mod tests {
         assert_eq!(error.tool_call_id, "c1");
         let error = parse_line(3, br#"{"name": "ls", "id": {"a": 1}}"#).unwrap_err();
         assert!(error.content.contains("`id` must be a string, found a mapping"), "{}", error.content);
+    }
+
+    #[test]
+    fn the_fast_path_reads_every_line_as_the_general_path_does() {
+        let lines: &[&[u8]] = &[
+            br#"{"name": "read_file", "args": {"path": "README.md"}, "id": "c1", "context": {"thread_id": "t"}}"#,
+            br#"{"name":"ls","args":{"z":1,"a":[1,{"y":null}]},"id":"k","type":"tool_call"}"#,
+            br#"{"n\u0061me":"l\"s\n","args":{"s":"\u00e9 \ud83d\ude00 \/"},"id":"\u0041"}"#,
+            "{\"name\":\"ls\",\"args\":{\"s\":\"é 日本\"},\"id\":\"ü\"}".as_bytes(),
+            br#"{"name":"ls","args":{"f":1.5,"e":1e5,"n":-0,"big":12345678901234567890,"x":0.1}}"#,
+            br#"{"name":"ls","args":{"dup":1,"dup":2},"name":"bash"}"#,
+            br#"{"name": null, "id": null}"#,
+            br#"{"name": "ls", "id": null, "id": "1"}"#,
+            br#"{"name": "ls", "args": null, "context": null}"#,
+            br#"{"name": "ls", "args": {"x": 1}, "args": "bad"}"#,
+            br#"{"name": "ls", "context": {"a": 1}, "context": 5}"#,
+            br#"{"name": "ls", "context": [1]}"#,
+            br#"{"name": "ls", "context": {"authz_attributes": 3}}"#,
+            br#"{"name": 7, "id": 42}"#,
+            br#"{"name": true, "id": 1.5}"#,
+            br#"{"name": ["a"], "id": "c1"}"#,
+            br#"{"name": "ls", "id": {"a": 1}}"#,
+            br#"{"name": "ls", "args": [1]}"#,
+            br#"{"name": "ls", "x": 1e400}"#,
+            br#"{"name": "ls", "args": {"x": 1e400}}"#,
+            br#"{"name": "ls"} trailing"#,
+            br#"  {"name": "ls"}  "#,
+            br#"{"name": "ls",}"#,
+            b"{\"name\": \"ls\xff\"}",
+            b"\xef\xbb\xbf{\"name\": \"ls\"}",
+            br#"{"name":"ls","args":{"s":"\ud800"}}"#,
+            b"{}",
+            b"",
+            b"  ",
+            b"[1]",
+            b"null",
+            b"{",
+        ];
+        for line in lines {
+            assert_eq!(parse_line(4, line), parse_general(4, line), "{}", String::from_utf8_lossy(line));
+        }
+        let deep = format!(r#"{{"name":"ls","args":{{"d":{}{}}}}}"#, "[".repeat(200), "]".repeat(200));
+        assert_eq!(parse_line(4, deep.as_bytes()), parse_general(4, deep.as_bytes()));
+        assert!(parse_line(4, deep.as_bytes()).is_err());
     }
 
     #[test]

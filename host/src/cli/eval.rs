@@ -45,9 +45,10 @@ fn json_object(flag: &str, text: &str) -> Result<Map<String, Value>, CliError> {
 pub fn dry_run(call: &ToolCall) -> ToolMessage {
     let name = call.name.as_deref().unwrap_or("unknown_tool");
     ToolMessage {
+        // The map's compact JSON, as `Value::Object` would print it (no copy).
         content: format!(
             "dry run: tool '{name}' allowed; would run with args {}",
-            Value::Object(call.args.clone())
+            serde_json::to_string(&call.args).unwrap_or_default()
         ),
         tool_call_id: call.id.clone().unwrap_or_else(|| "missing_id".to_owned()),
         name: Some(name.to_owned()),

@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use guardhost::middleware::denied_message;
 use guardhost::{
-    async_handler, AsyncHandler, GuardrailMiddleware, JsonlAuditSink, Reloader, ToolCallError,
-    ToolCallRequest, ToolMessage, Verdict,
+    Guardrail, GuardrailDecision, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderInfo,
+    ProviderSource, Reloader, ToolCall, ToolCallError, ToolCallRequest,
 };
 
 use guardhost::jsonl::parse_line;
@@ -55,7 +56,7 @@ const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200
 /// Where calls are decided: the sync path, or the async path on a runtime.
 enum CallPath {
     Sync,
-    Async { runtime: tokio::runtime::Runtime, handler: AsyncHandler },
+    Async { runtime: tokio::runtime::Runtime },
 }
 
 impl CallPath {
@@ -63,47 +64,68 @@ impl CallPath {
         if !use_async {
             return Ok(CallPath::Sync);
         }
-        let runtime = super::async_runtime()?;
-        let handler = async_handler(|call: ToolCallRequest| async move { Ok(dry_run(&call.tool_call)) });
-        Ok(CallPath::Async { runtime, handler })
+        Ok(CallPath::Async { runtime: super::async_runtime()? })
     }
 
-    /// Runs one call through the middleware with the dry-run handler.
-    fn call(
+    /// Decides one call (the provider's `evaluate`, or its `aevaluate` on
+    /// the runtime): the decision and whether the provider failed.
+    fn decide(
         &self,
         middleware: &GuardrailMiddleware,
-        call: ToolCallRequest,
-    ) -> Result<(Verdict, ToolMessage), ToolCallError> {
+        call: &ToolCallRequest,
+    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
         match self {
-            CallPath::Sync => middleware.call_with_verdict(call, &|call| Ok(dry_run(&call.tool_call))),
-            CallPath::Async { runtime, handler } => {
-                runtime.block_on(middleware.acall_with_verdict(call, Arc::clone(handler)))
-            }
+            CallPath::Sync => middleware.decide(call),
+            CallPath::Async { runtime } => runtime.block_on(middleware.adecide(call)),
         }
     }
 }
 
-/// Answers one parsed call.
+/// Whether the answers decided so far must reach stdout before `guardrail`'s
+/// provider is asked about the next line: for every provider but the
+/// built-in one running in this process. That one is the host's own code,
+/// linked in: it cannot hang, crash or exit other than as the host itself
+/// would, so flushing before each call to it would protect nothing (and
+/// cost a write a line). A library (Rust or C ABI), a provider program and
+/// `isolation: process` all get the flush.
+fn flush_before_asking(guardrail: &Guardrail) -> bool {
+    flush_before_asking_provider(&guardrail.info)
+}
+
+fn flush_before_asking_provider(info: &ProviderInfo) -> bool {
+    !(matches!(info.source, ProviderSource::Builtin { .. }) && info.isolation == Isolation::InProcess)
+}
+
+/// Answers one parsed call: the denial, or the dry run's message (what the
+/// wrapping paths would answer; the dry-run handler never fails).
 fn answer(
     middleware: Option<&GuardrailMiddleware>,
     path: &CallPath,
     number: u64,
     call: ToolCallRequest,
 ) -> Handled {
-    let (id, name) = (call.tool_call.id.clone(), call.tool_call.name.clone());
     let Some(middleware) = middleware else {
         let message = dry_run(&call.tool_call);
+        let ToolCall { id, name, .. } = call.tool_call;
         return Handled::Decided { id, name, decision: None, provider_error: false, message };
     };
-    match path.call(middleware, call) {
-        Ok((Verdict { decision, provider_error, .. }, message)) => {
+    let decided = path.decide(middleware, &call);
+    let ToolCall { id, name, .. } = &call.tool_call;
+    match decided {
+        Ok((decision, provider_error)) => {
+            let message = if decision.allow {
+                dry_run(&call.tool_call)
+            } else {
+                denied_message(&call.tool_call, &decision)
+            };
+            let ToolCall { id, name, .. } = call.tool_call;
             Handled::Decided { id, name, decision: Some(decision), provider_error, message }
         }
         Err(ToolCallError::Interrupt(interrupt)) => {
             eprintln!("guardhost: line {number}: the provider raised an interrupt: {}", interrupt.message);
-            Handled::Interrupted { id, name, interrupt }
+            Handled::Interrupted { id: id.clone(), name: name.clone(), interrupt }
         }
-        Err(error) => Handled::Failed { id, name, error },
+        Err(error) => Handled::Failed { id: id.clone(), name: name.clone(), error },
     }
 }
 
@@ -136,8 +158,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
                 .map_err(|source| CliError::Io { what: "cannot start the config watcher".into(), source })?;
             (None, Some(reloader))
         }
-        _ => (load_guardrail(args.config.as_deref())?.1.map(|g| with_audit(g.middleware)), None),
+        _ => (load_guardrail(args.config.as_deref())?.1, None),
     };
+    let fixed_flush = fixed.as_ref().is_some_and(flush_before_asking);
+    let fixed = fixed.map(|g| with_audit(g.middleware));
     let input: Box<dyn Read> = match &args.input {
         Some(path) => Box::new(File::open(path).map_err(|source| CliError::Io {
             what: format!("cannot open input {}", path.display()),
@@ -173,14 +197,20 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
                 bytes.pop();
             }
         }
-        let current = reloader.as_ref().and_then(|r| r.current()).map(|g| with_audit(g.middleware.clone()));
+        let current = reloader.as_ref().and_then(|r| r.current());
+        let flush = match &current {
+            Some(guardrail) => flush_before_asking(guardrail),
+            None => fixed_flush,
+        };
+        let current = current.map(|g| with_audit(g.middleware.clone()));
         let middleware = if reloader.is_some() { current.as_ref() } else { fixed.as_ref() };
         let handled = match parse_line(number, &bytes) {
             Ok(call) => {
                 // Every answer decided so far reaches stdout before the
                 // provider is asked again: a provider that hangs, crashes or
-                // exits on this call cannot take them down with it.
-                if middleware.is_some() {
+                // exits on this call cannot take them down with it (the
+                // built-in one, the host's own code, cannot do any of that).
+                if middleware.is_some() && flush {
                     out.flush().map_err(write_error)?;
                 }
                 super::exit_guard::deciding_line(number);
@@ -205,4 +235,37 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
 
     eprintln!("{}", counts.summary());
     Ok(ExitCode::from(counts.exit_code()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(source: ProviderSource, isolation: Isolation) -> ProviderInfo {
+        ProviderInfo {
+            name: "p".into(),
+            source,
+            abi_version: (1, 0),
+            abi_kind: guardhost::AbiKind::Rust,
+            accepted_keys: Vec::new(),
+            accepts_extra_keys: false,
+            framework_injected: false,
+            volatile_metadata_keys: Vec::new(),
+            path_keys: Vec::new(),
+            timeout_ms: None,
+            isolation,
+            sha256: None,
+        }
+    }
+
+    #[test]
+    fn only_the_built_in_provider_in_process_goes_without_the_flush_before_each_call() {
+        let builtin = || ProviderSource::Builtin { symbol: "AllowlistProvider".into() };
+        assert!(!flush_before_asking_provider(&info(builtin(), Isolation::InProcess)));
+        assert!(flush_before_asking_provider(&info(builtin(), Isolation::Process)));
+        let library = ProviderSource::Library { path: "/lib/libp.so".into(), symbol: "P".into() };
+        assert!(flush_before_asking_provider(&info(library, Isolation::InProcess)));
+        let program = ProviderSource::Program { command: vec!["p".into()] };
+        assert!(flush_before_asking_provider(&info(program, Isolation::Process)));
+    }
 }

@@ -154,7 +154,7 @@ impl GuardrailMiddleware {
             let view = CallView::new(&call, &args, self.passport.as_deref(), now.as_str())?;
             match self.provider.evaluate_view(&view) {
                 Some(evaluation) => {
-                    Asked::Decided(self.conclude_view(&call.tool_call, &view, evaluation, "sync")?)
+                    Asked::Decided(self.denial_view(&call.tool_call, &view, evaluation, "sync")?)
                 }
                 None => Asked::Not(view.to_request_with(Map::new())),
             }
@@ -187,7 +187,7 @@ impl GuardrailMiddleware {
             let asked = match self.provider.aevaluate_view(&view) {
                 Some(evaluation) => {
                     let evaluation = evaluation.await;
-                    Asked::Decided(self.conclude_view(&call.tool_call, &view, evaluation, "async")?)
+                    Asked::Decided(self.denial_view(&call.tool_call, &view, evaluation, "async")?)
                 }
                 None => Asked::Not(view.to_request_with(Map::new())),
             };
@@ -209,6 +209,43 @@ impl GuardrailMiddleware {
             None => handler(call).await,
             Some(denied) => Ok(denied),
         }
+    }
+
+    /// Decides `call` as the wrapping paths do, through the borrowed view
+    /// when the provider can (no owned request is built, nothing is
+    /// copied), and runs nothing: the decision to act on and whether the
+    /// provider failed. [`Self::check`] is the same decision with the
+    /// request the provider saw.
+    pub fn decide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        let now = Timestamp::now();
+        let view = CallView::new(call, &call.tool_call.args, self.passport.as_deref(), now.as_str())?;
+        match self.provider.evaluate_view(&view) {
+            Some(evaluation) => self.conclude_view(&view, evaluation, "sync"),
+            None => {
+                let request = view.to_request();
+                let evaluation = self.provider.evaluate(&request);
+                self.conclude(&request.tool_name, evaluation, "sync", || Cow::Borrowed(&request))
+            }
+        }
+    }
+
+    /// [`Self::decide`] on the async path (the provider's `aevaluate`).
+    pub async fn adecide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        let now = Timestamp::now();
+        let view = CallView::new(call, &call.tool_call.args, self.passport.as_deref(), now.as_str())?;
+        // Bound, so that the provider's future is gone before `view`.
+        let decided = match self.provider.aevaluate_view(&view) {
+            Some(evaluation) => {
+                let evaluation = evaluation.await;
+                self.conclude_view(&view, evaluation, "async")
+            }
+            None => {
+                let request = view.to_request();
+                let evaluation = self.provider.aevaluate(&request).await;
+                self.conclude(&request.tool_name, evaluation, "async", || Cow::Borrowed(&request))
+            }
+        };
+        decided
     }
 
     /// Gives `call` its arguments back; the denial message when denied.
@@ -260,18 +297,28 @@ impl GuardrailMiddleware {
         Ok(Verdict { request, decision, provider_error })
     }
 
+    /// [`Self::conclude`] for the provider's answer about the call `view`
+    /// shows.
+    fn conclude_view(
+        &self,
+        view: &CallView<'_>,
+        evaluation: Evaluation,
+        path: &str,
+    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        // An audit event never holds the arguments: its request needs none.
+        self.conclude(view.tool_name, evaluation, path, || Cow::Owned(view.to_request_with(Map::new())))
+    }
+
     /// The denial message, if the provider's answer about the call `view`
     /// shows is a denial.
-    fn conclude_view(
+    fn denial_view(
         &self,
         call: &ToolCall,
         view: &CallView<'_>,
         evaluation: Evaluation,
         path: &str,
     ) -> Result<Option<ToolMessage>, ToolCallError> {
-        // An audit event never holds the arguments: its request needs none.
-        let (decision, _) =
-            self.conclude(view.tool_name, evaluation, path, || Cow::Owned(view.to_request_with(Map::new())))?;
+        let (decision, _) = self.conclude_view(view, evaluation, path)?;
         Ok((!decision.allow).then(|| denied_message(call, &decision)))
     }
 
