@@ -1,7 +1,7 @@
 //! `Reason` and `Decision`: what `Guardrail.decide` returns.
 
 use guardhost::middleware::denied_message;
-use guardhost::{GuardrailDecision, ToolCall, Verdict};
+use guardhost::{GuardrailDecision, ToolCall};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -47,11 +47,16 @@ pub(crate) struct Decision {
 
 impl Decision {
     /// The decision on `tool_call` from the middleware's verdict.
-    pub(crate) fn from_verdict(py: Python<'_>, tool_call: &ToolCall, verdict: Verdict) -> PyResult<Self> {
-        let message = if verdict.decision.allow {
+    pub(crate) fn from_decision(
+        py: Python<'_>,
+        tool_call: &ToolCall,
+        decision: GuardrailDecision,
+        provider_error: bool,
+    ) -> PyResult<Self> {
+        let message = if decision.allow {
             None
         } else {
-            let m = denied_message(tool_call, &verdict.decision);
+            let m = denied_message(tool_call, &decision);
             let dict = PyDict::new(py);
             dict.set_item("content", m.content)?;
             dict.set_item("tool_call_id", m.tool_call_id)?;
@@ -59,7 +64,7 @@ impl Decision {
             dict.set_item("status", "error")?;
             Some(dict.unbind())
         };
-        let GuardrailDecision { allow, reasons, policy_id, metadata } = verdict.decision;
+        let GuardrailDecision { allow, reasons, policy_id, metadata } = decision;
         let list = PyList::empty(py);
         for r in reasons {
             list.append(Reason { code: r.code, message: r.message })?;
@@ -69,7 +74,7 @@ impl Decision {
             reasons: list.unbind(),
             policy_id,
             metadata: map_to_dict(py, &metadata)?.unbind(),
-            provider_error: verdict.provider_error,
+            provider_error,
             message,
         })
     }

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use guardhost::middleware::denied_message;
 use guardhost::{
-    block_on, ConfigOrigin, GuardrailMiddleware, LoadedConfig, LoadedProvider, ProviderInfo, ToolCall,
-    ToolCallRequest, Verdict,
+    block_on, ConfigOrigin, GuardrailDecision, GuardrailMiddleware, LoadedConfig, LoadedProvider,
+    ProviderInfo, ToolCall, ToolCallRequest,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -82,16 +82,23 @@ impl Guardrail {
         Ok(Some(Guardrail { middleware, info }))
     }
 
-    fn verdict(&self, py: Python<'_>, call: ToolCallRequest, asynchronous: bool) -> PyResult<Verdict> {
+    /// The decision to act on and whether the provider failed, through the
+    /// middleware's borrowed view of the call (no owned request is built).
+    fn decided(
+        &self,
+        py: Python<'_>,
+        call: &ToolCallRequest,
+        asynchronous: bool,
+    ) -> PyResult<(GuardrailDecision, bool)> {
         let middleware = &self.middleware;
         let result = py.allow_threads(|| {
             if asynchronous {
-                block_on(middleware.acheck(&call)).map(|v| (v, call))
+                block_on(middleware.adecide(call))
             } else {
-                middleware.check(&call).map(|v| (v, call))
+                middleware.decide(call)
             }
         });
-        result.map(|(verdict, _)| verdict).map_err(|e| tool_call_error(py, e))
+        result.map_err(|e| tool_call_error(py, e))
     }
 }
 
@@ -183,9 +190,8 @@ impl Guardrail {
             },
             context: context_from(context)?,
         };
-        let tool_call = call.tool_call.clone();
-        let verdict = self.verdict(py, call, asynchronous)?;
-        Decision::from_verdict(py, &tool_call, verdict)
+        let (decision, provider_error) = self.decided(py, &call, asynchronous)?;
+        Decision::from_decision(py, &call.tool_call, decision, provider_error)
     }
 
     /// The fast path of the LangChain middleware: decides a LangChain tool
@@ -201,18 +207,11 @@ impl Guardrail {
     ) -> PyResult<Option<(String, String, String)>> {
         let tool_call = tool_call_from(tool_call)?;
         let call = ToolCallRequest { tool_call, context: context_from(context)? };
-        let middleware = &self.middleware;
-        let result = py.allow_threads(|| {
-            let verdict =
-                if asynchronous { block_on(middleware.acheck(&call)) } else { middleware.check(&call) };
-            verdict.map(|v| {
-                (!v.decision.allow).then(|| {
-                    let m = denied_message(&call.tool_call, &v.decision);
-                    (m.content, m.tool_call_id, m.name.unwrap_or_default())
-                })
-            })
-        });
-        result.map_err(|e| tool_call_error(py, e))
+        let (decision, _) = self.decided(py, &call, asynchronous)?;
+        Ok((!decision.allow).then(|| {
+            let m = denied_message(&call.tool_call, &decision);
+            (m.content, m.tool_call_id, m.name.unwrap_or_default())
+        }))
     }
 
     fn __repr__(&self) -> String {
