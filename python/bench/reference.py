@@ -39,6 +39,14 @@ from deerflow_algorithm import PyAllowlist, PyMiddleware, ToolMessage
 DENIED = ["bash", "write_file", "str_replace"]
 
 
+def guardhost_env() -> dict[str, str]:
+    """The environment guardhost runs in here: errors only, and no config
+    from the caller's environment (every run names its own, or none)."""
+    env = dict(os.environ, GUARDHOST_LOG="error")
+    env.pop("GUARDHOST_CONFIG", None)
+    return env
+
+
 def python_round(mix: list[dict[str, Any]], calls: int) -> dict[str, float]:
     """One round of the pure-Python algorithm: p50, p99 (ns) and calls/s."""
     middleware = PyMiddleware(PyAllowlist(denied_tools=DENIED))
@@ -71,18 +79,17 @@ def guardhost_round(binary: str, config: str | None, calls: int, use_async: bool
         command += ["--config", config]
     if use_async:
         command.append("--async")
-    env = dict(os.environ, GUARDHOST_LOG="error")
-    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=guardhost_env()).stdout
     m = json.loads(out)
     return {"p50_ns": m["p50_ns"], "p99_ns": m["p99_ns"], "calls_per_second": m["calls_per_second"]}
 
 
-def check_same_decisions(binary: str, mix: list[dict[str, Any]]) -> None:
+def check_same_decisions(binary: str, config: str | None, mix: list[dict[str, Any]]) -> None:
     """Both sides must decide the mix alike: the same calls denied, with the
     same denial message, or the comparison means nothing."""
     lines = "".join(json.dumps(call) + "\n" for call in mix)
-    env = dict(os.environ, GUARDHOST_LOG="error")
-    answers = subprocess.run([binary, "run"], input=lines, check=True, capture_output=True, text=True, env=env).stdout.splitlines()
+    command = [binary, "run"] + (["--config", config] if config else [])
+    answers = subprocess.run(command, input=lines, check=True, capture_output=True, text=True, env=guardhost_env()).stdout.splitlines()
     middleware = PyMiddleware(PyAllowlist(denied_tools=DENIED))
     ran = ToolMessage(content="ran", tool_call_id="")
     for call, answer in zip(mix, answers, strict=True):
@@ -107,9 +114,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     binary = str(pathlib.Path(args.guardhost).resolve())
-    mix = [json.loads(line) for line in subprocess.run([binary, "bench", "--print-mix"], check=True, capture_output=True, text=True).stdout.splitlines()]
+    printed = subprocess.run([binary, "bench", "--print-mix"], check=True, capture_output=True, text=True, env=guardhost_env())
+    mix = [json.loads(line) for line in printed.stdout.splitlines()]
     library = pathlib.Path(binary).parent / "libguardhost_allowlist.so"
-    check_same_decisions(binary, mix)
+    check_same_decisions(binary, None, mix)
 
     with tempfile.TemporaryDirectory() as tmp:
         so_config = pathlib.Path(tmp) / "allowlist-so.yaml"
@@ -124,6 +132,7 @@ def main() -> int:
             ("guardhost, built-in allowlist, async", lambda: guardhost_round(binary, None, args.calls, True)),
         ]
         if library.exists():
+            check_same_decisions(binary, str(so_config), mix)
             paths.append(("guardhost, allowlist .so, sync", lambda: guardhost_round(binary, str(so_config), args.calls, False)))
         else:
             print(f"note: {library} not found (cargo build --release --workspace); its row is left out", file=sys.stderr)

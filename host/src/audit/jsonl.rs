@@ -14,19 +14,23 @@ use super::{flat, next_decision_number, AuditError, AuditEvent, AuditRecord, Aud
 ///
 /// Recording an event copies its fields into a queue: no allocation, no
 /// serialisation, no system call while the writer is active. The writer
-/// turns what has queued into JSON lines, writes them with one `write`,
+/// turns what has queued into JSON lines, hands them to the file in one
+/// `write_all` (whole lines only: a line is never split between writes),
 /// and looks again every [`JsonlAuditSink::TICK`]; after a second with
 /// nothing to write it sleeps until the next event wakes it. When
 /// [`JsonlAuditSink::CAPACITY`] events (or 8 MiB) are waiting, recording
-/// one more waits for the writer: events are never dropped.
+/// one more waits for the writer: events are never dropped. A write that
+/// fails (a full disk) is logged as `Failed to record
+/// middleware:guardrail event`, with the size of the batch it was for.
 ///
 /// Nothing is lost on a clean exit: [`JsonlAuditSink::flush`] returns once
 /// every event recorded before it is written, and dropping the sink
 /// writes what is queued before its thread ends. A process that dies
 /// without unwinding (a signal, `abort`, `exit` from a provider in the
-/// process) loses the events still queued: those of its last
-/// [`JsonlAuditSink::TICK`] or so, never more than
-/// [`JsonlAuditSink::CAPACITY`].
+/// process) loses the events not yet written: those of its last
+/// [`JsonlAuditSink::TICK`] or so, never more than twice
+/// [`JsonlAuditSink::CAPACITY`] (a full queue and the batch being
+/// written).
 pub struct JsonlAuditSink {
     shared: Arc<Shared>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -63,6 +67,8 @@ struct Queue {
     asleep: bool,
     /// The sink is being dropped.
     closed: bool,
+    /// The writer thread has ended (after `closed`, or by a panic).
+    stopped: bool,
 }
 
 impl Queue {
@@ -100,11 +106,12 @@ impl JsonlAuditSink {
         Ok(JsonlAuditSink { shared, writer: Mutex::new(Some(writer)) })
     }
 
-    /// Returns once every event recorded before this call is written.
+    /// Returns once every event recorded before this call is written (or
+    /// the writer thread has stopped, which only a panic in it can do).
     pub fn flush(&self) {
         let mut queue = self.shared.lock();
         let target = queue.recorded;
-        while queue.written < target {
+        while queue.written < target && !queue.stopped {
             queue.waiting = true;
             self.shared.work.notify_one();
             queue = self.shared.done.wait(queue).unwrap_or_else(|e| e.into_inner());
@@ -112,9 +119,15 @@ impl JsonlAuditSink {
     }
 
     /// Queues one event, written into the queue by `encode`.
-    fn enqueue(&self, encode: impl FnOnce(&mut Vec<u8>)) {
+    fn enqueue(&self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<(), AuditError> {
         let mut queue = self.shared.lock();
-        while queue.full() {
+        loop {
+            if queue.stopped {
+                return Err("the audit file's writer thread has stopped; the event is not recorded".into());
+            }
+            if !queue.full() {
+                break;
+            }
             queue.waiting = true;
             self.shared.work.notify_one();
             queue = self.shared.done.wait(queue).unwrap_or_else(|e| e.into_inner());
@@ -129,6 +142,7 @@ impl JsonlAuditSink {
         if wake {
             self.shared.work.notify_one();
         }
+        Ok(())
     }
 }
 
@@ -140,11 +154,21 @@ impl Shared {
 
 /// The writer thread: takes what has queued, writes it, until the sink is
 /// dropped and the queue is empty.
-fn write_events(shared: &Shared, file: File) {
+fn write_events(shared: &Shared, mut file: File) {
     /// Ticks with nothing to write before the writer sleeps until woken.
     const IDLE_TICKS: u32 = 100;
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+    /// Says so when the thread ends, however it ends, so that no caller
+    /// waits for it in vain.
+    struct Stopped<'a>(&'a Shared);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            self.0.lock().stopped = true;
+            self.0.done.notify_all();
+        }
+    }
+    let _stopped = Stopped(shared);
     let mut batch = Vec::new();
+    let mut lines = Vec::new();
     let mut idle = 0;
     loop {
         let (count, closed) = {
@@ -175,8 +199,10 @@ fn write_events(shared: &Shared, file: File) {
         if count > 0 {
             idle = 0;
         }
-        if let Err(error) = write_batch(&mut out, &batch) {
-            tracing::warn!("Failed to record middleware:guardrail event: {error}");
+        if let Err(error) = write_batch(&mut file, &batch, &mut lines) {
+            tracing::warn!(
+                "Failed to record middleware:guardrail event: {error} (in a batch of {count} events, some or all not written)"
+            );
         }
         batch.clear();
         let mut queue = shared.lock();
@@ -191,30 +217,38 @@ fn write_events(shared: &Shared, file: File) {
     }
 }
 
-/// Writes queued events as JSON lines, then hands them to the file in one
-/// `write`.
-fn write_batch(out: &mut std::io::BufWriter<File>, mut batch: &[u8]) -> Result<(), AuditError> {
-    while !batch.is_empty() {
-        flat::write_json_line(&mut batch, out)?;
+/// Turns queued events into JSON lines, then hands them to the file in
+/// one `write_all`: whole lines only, so a line is never split between two
+/// writes, and the lines of another process appending to the same file
+/// never land inside one.
+fn write_batch(file: &mut File, mut batch: &[u8], lines: &mut Vec<u8>) -> Result<(), AuditError> {
+    /// A buffer grown past this by one large batch is not kept.
+    const KEEP: usize = 1 << 20;
+    lines.clear();
+    let mut decoded = Ok(());
+    while !batch.is_empty() && decoded.is_ok() {
+        decoded = flat::write_json_line(&mut batch, lines);
     }
-    out.flush()?;
-    Ok(())
+    let written = file.write_all(lines);
+    if lines.capacity() > KEEP {
+        *lines = Vec::new();
+    }
+    written?;
+    decoded
 }
 
 impl AuditSink for JsonlAuditSink {
     /// An event built elsewhere: serialised here, then queued as it is.
     fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
         let line = serde_json::to_vec(event)?;
-        self.enqueue(|bytes| flat::put_json(bytes, &line));
-        Ok(())
+        self.enqueue(|bytes| flat::put_json(bytes, &line))
     }
 
     /// The middleware's event: its fields copied into the queue, the JSON
     /// written by the writer thread.
     fn record_call(&self, record: &AuditRecord<'_>) -> Result<(), AuditError> {
         let number = next_decision_number();
-        self.enqueue(|bytes| flat::put_record(bytes, record, number));
-        Ok(())
+        self.enqueue(|bytes| flat::put_record(bytes, record, number))
     }
 }
 
@@ -358,6 +392,39 @@ mod tests {
 
     fn record_event(id: &str) -> AuditEvent {
         with_record(id, |record| record.to_event())
+    }
+
+    /// Two sinks (two processes, say) appending to one file, batches far
+    /// larger than any buffer: every line arrives whole.
+    #[test]
+    fn lines_from_two_sinks_on_one_file_never_mix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let sinks = [JsonlAuditSink::open(&path).unwrap(), JsonlAuditSink::open(&path).unwrap()];
+        let long = GuardrailDecision::with_reason(false, "oap.tool_not_allowed", &"x".repeat(400));
+        std::thread::scope(|s| {
+            for (thread, sink) in sinks.iter().enumerate() {
+                let long = &long;
+                s.spawn(move || {
+                    for n in 0..3000 {
+                        let (request, provider) =
+                            (request(&format!("{thread}-{n}")), AuditProvider::default());
+                        let record = AuditRecord {
+                            action: AuditAction::DenyToolCall,
+                            request: &request,
+                            decision: long,
+                            fail_closed: true,
+                            provider_error: false,
+                            provider: &provider,
+                        };
+                        sink.record_call(&record).unwrap();
+                    }
+                });
+            }
+        });
+        sinks.iter().for_each(JsonlAuditSink::flush);
+        // `ids` parses every line: a torn or merged one fails here.
+        assert_complete(&ids(&path), 2, 3000);
     }
 
     #[test]

@@ -139,7 +139,10 @@ pub fn decision_id() -> String {
 pub struct AuditRecord<'a> {
     /// What the middleware did.
     pub action: AuditAction,
-    /// The request the provider saw.
+    /// The call's request. An event never holds the arguments, and on the
+    /// middleware's wrapping paths (which decide from a borrowed view of
+    /// the call) `tool_input` is empty here; nor does an event hold
+    /// `user_id` or the OAuth identity, which are here.
     pub request: &'a GuardrailRequest,
     /// The decision taken.
     pub decision: &'a GuardrailDecision,

@@ -1,6 +1,6 @@
 //! The Open Agent Passport (OAP) guardrail provider for guardhost: the
 //! policy engine DeerFlow's second provider option points at, deciding in
-//! microseconds what APort's reference evaluator decides in seconds.
+//! microseconds what APort's reference evaluator decides.
 //!
 //! Exported as `OAPGuardrailProvider` (the name operators know from APort):
 //!
