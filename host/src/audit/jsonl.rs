@@ -282,11 +282,20 @@ mod tests {
 
     /// `f` of the middleware's record of a denied call `id`.
     fn with_record<R>(id: &str, f: impl FnOnce(&AuditRecord<'_>) -> R) -> R {
-        let (request, decision, provider) = (request(id), denial(), AuditProvider::default());
+        with_denial_record(id, &denial(), f)
+    }
+
+    /// `f` of the middleware's record of call `id`, denied by `decision`.
+    fn with_denial_record<R>(
+        id: &str,
+        decision: &GuardrailDecision,
+        f: impl FnOnce(&AuditRecord<'_>) -> R,
+    ) -> R {
+        let (request, provider) = (request(id), AuditProvider::default());
         f(&AuditRecord {
             action: AuditAction::DenyToolCall,
             request: &request,
-            decision: &decision,
+            decision,
             fail_closed: true,
             provider_error: false,
             provider: &provider,
@@ -407,17 +416,9 @@ mod tests {
                 let long = &long;
                 s.spawn(move || {
                     for n in 0..3000 {
-                        let (request, provider) =
-                            (request(&format!("{thread}-{n}")), AuditProvider::default());
-                        let record = AuditRecord {
-                            action: AuditAction::DenyToolCall,
-                            request: &request,
-                            decision: long,
-                            fail_closed: true,
-                            provider_error: false,
-                            provider: &provider,
-                        };
-                        sink.record_call(&record).unwrap();
+                        with_denial_record(&format!("{thread}-{n}"), long, |record| {
+                            sink.record_call(record).unwrap()
+                        });
                     }
                 });
             }
