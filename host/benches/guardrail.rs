@@ -11,8 +11,9 @@
 //! - `load`: resolving, loading, checking and constructing a library
 //!   provider, cached and with a fresh `dlopen` of a new copy each time;
 //! - `isolation`: the allowlist `.so` with `isolation: process`, one call
-//!   at a time (a round trip to the provider process), and starting that
-//!   process (spawn, handshake, load, construct).
+//!   at a time (a round trip to the provider process), over shared memory
+//!   and over pipes, and starting that process (spawn, handshake, load,
+//!   construct).
 //!
 //! The calls are cloned outside the timed part (`iter_batched`).
 
@@ -215,26 +216,32 @@ fn isolation(c: &mut Criterion) {
     let mut spec = ProviderSpec::new(use_of("guardhost_allowlist", "AllowlistProvider"), allowlist_config());
     spec.isolation = guardhost::Isolation::Process;
     let program = std::path::PathBuf::from(env!("CARGO_BIN_EXE_guardhost"));
-    let (provider, _) = ProcessProvider::start(&spec, Path::new("/"), program.clone()).unwrap();
-    let mw = GuardrailMiddleware::new(Arc::new(provider));
     let read = call("read_file", json!({"path": "/mnt/user-data/workspace/README.md"}));
     let bash = call("bash", json!({"command": "ls -la"}));
-    for (kind, call) in [("allow", &read), ("deny", &bash)] {
-        group.bench_function(format!("wrap_tool_call/allowlist .so, process/{kind}"), |b| {
-            b.iter_batched(
-                || call.clone(),
-                |call| black_box(mw.wrap_tool_call(call, &passthrough).unwrap()),
+    for (transport, label) in
+        [(guardhost::Transport::SharedMemory, "shared memory"), (guardhost::Transport::Pipes, "pipes")]
+    {
+        spec.transport = Some(transport);
+        let (provider, _) = ProcessProvider::start(&spec, Path::new("/"), program.clone()).unwrap();
+        let mw = GuardrailMiddleware::new(Arc::new(provider));
+        for (kind, call) in [("allow", &read), ("deny", &bash)] {
+            group.bench_function(format!("wrap_tool_call/allowlist .so, process, {label}/{kind}"), |b| {
+                b.iter_batched(
+                    || call.clone(),
+                    |call| black_box(mw.wrap_tool_call(call, &passthrough).unwrap()),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+        group.bench_function(format!("awrap_tool_call/allowlist .so, process, {label}/allow"), |b| {
+            b.to_async(&runtime).iter_batched(
+                || read.clone(),
+                |call| async { black_box(mw.awrap_tool_call(call, handler.clone()).await.unwrap()) },
                 BatchSize::SmallInput,
             )
         });
     }
-    group.bench_function("awrap_tool_call/allowlist .so, process/allow", |b| {
-        b.to_async(&runtime).iter_batched(
-            || read.clone(),
-            |call| async { black_box(mw.awrap_tool_call(call, handler.clone()).await.unwrap()) },
-            BatchSize::SmallInput,
-        )
-    });
+    spec.transport = None;
     group.sample_size(10).measurement_time(Duration::from_secs(3));
     group.bench_function("start the provider process", |b| {
         b.iter(|| black_box(ProcessProvider::start(&spec, Path::new("/"), program.clone()).unwrap()))

@@ -79,6 +79,33 @@ pub struct ProviderSpec {
     /// host survives.
     #[serde(default)]
     pub isolation: Isolation,
+    /// With `isolation: process`: how calls reach the provider process.
+    /// Default: shared memory where it can be set up (Linux, a
+    /// `guardhost provider-server` child), pipes otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
+}
+
+/// `provider.transport`: how calls reach a provider process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// A memory region both processes map, each side spinning briefly
+    /// before it sleeps (Linux; the default there). Requests and answers
+    /// too large for a slot, and the connection's end, still go over the
+    /// pipes.
+    SharedMemory,
+    /// Framed messages over the child's stdin and stdout only.
+    Pipes,
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::SharedMemory => "shared_memory",
+            Transport::Pipes => "pipes",
+        })
+    }
 }
 
 /// `provider.isolation`: where the provider runs.
@@ -116,6 +143,7 @@ impl ProviderSpec {
             timeout_ms: None,
             isolation: Isolation::InProcess,
             command: None,
+            transport: None,
         }
     }
 
@@ -133,6 +161,20 @@ impl ProviderSpec {
     /// the keys a program provider needs or cannot have. The message names
     /// the key and says what to write.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(transport) = self.transport {
+            if self.isolation != Isolation::Process {
+                return Err(format!(
+                    "`provider.transport: {transport}` chooses how calls reach a provider process; add \
+                     `isolation: process`, or remove `transport`"
+                ));
+            }
+            if self.command.is_some() && transport == Transport::SharedMemory {
+                return Err("`provider.transport: shared_memory` is for libraries run by `guardhost \
+                            provider-server`; a `command:` provider program speaks over pipes, so remove \
+                            `transport`"
+                    .into());
+            }
+        }
         let Some(command) = &self.command else {
             if self.use_.is_empty() {
                 return Err("`provider`: missing field `use` (write `use: path/to/libfoo.so:Symbol` or \

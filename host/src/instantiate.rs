@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::c_provider::CFactory;
-use crate::config::{Isolation, ProviderSpec};
+use crate::config::{Isolation, ProviderSpec, Transport};
 use crate::loader::{self, FileChecks, LibraryDescriptor, LoadError, LoadErrorKind};
 use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, MalformedUse, UseTarget};
@@ -92,6 +92,10 @@ pub struct ProviderInfo {
     pub timeout_ms: Option<u64>,
     /// Where the provider runs.
     pub isolation: Isolation,
+    /// With `isolation: process`: how calls reach the provider process
+    /// (the first process's; `None` in process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
     /// The SHA-256 of the library bytes loaded (lower-case hex; `None` for
     /// a built-in provider).
     pub sha256: Option<String>,
@@ -492,6 +496,7 @@ impl Descriptor {
             path_keys: self.path_keys(),
             timeout_ms: None,
             isolation: Isolation::InProcess,
+            transport: None,
             sha256: self.sha256.clone(),
         };
         Ok(LoadedProvider { provider, info })

@@ -41,7 +41,7 @@
 //! - [`resolve`]: parsing `use:` and finding the library file;
 //! - [`loader`]: opening libraries and checking descriptors (`unsafe`);
 //! - [`c_provider`]: providers behind the C ABI, `guardhost.h` (the FFI
-//!   boundary, the only other module with `unsafe`);
+//!   boundary, with `unsafe`);
 //! - `elf`: the exported symbols of a library file, read from its bytes
 //!   (for the message that lists a library's providers);
 //! - [`permissions`]: who may change a library or config file (`StrictModes`);
@@ -50,14 +50,17 @@
 //! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
 //! - [`audit`]: audit events and sinks;
 //! - [`timeout`]: per-call timeouts (`provider.timeout_ms`);
-//! - [`isolation`]: providers in a child process (`provider.isolation: process`);
+//! - [`isolation`]: providers in a child process (`provider.isolation: process`),
+//!   reached over shared memory on Linux (its region's mapping,
+//!   `isolation::shm::region`, is the third and last module with `unsafe`);
 //! - [`reload`]: hot reload of the config file and the provider library;
 //! - [`conformance`]: the conformance kit for provider libraries;
 //! - [`request`]: tool calls, tool messages, requests and decisions;
 //! - [`jsonl`]: the JSON-lines input of `guardhost run`.
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
-// `unsafe` is allowed in two modules only: `loader` and `c_provider`.
+// `unsafe` is allowed in three modules only: `loader`, `c_provider` and
+// `isolation::shm::region`.
 #![deny(unsafe_code)]
 
 pub mod audit;
@@ -86,7 +89,7 @@ pub use audit::{
 };
 pub use config::{
     provider_config_from_path, provider_config_from_yaml, ConfigError, ConfigOrigin, GuardrailsConfig,
-    Isolation, LoadedConfig, ProviderSpec, ALLOW_INSECURE_CONFIG_VAR,
+    Isolation, LoadedConfig, ProviderSpec, Transport, ALLOW_INSECURE_CONFIG_VAR,
 };
 pub use instantiate::{
     instantiate, locate, AbiKind, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,

@@ -52,17 +52,21 @@ pub(crate) fn wait_until<T>(
 }
 
 /// [`wait_until`] as a future: ready with `None` when `deadline` passes
-/// first. Needs no particular executor.
+/// first. Needs no particular executor. The timer is set only when the
+/// first poll finds nothing (setting one wakes the timer's thread).
 pub(crate) fn wait_until_async<T>(
     deadline: Instant,
     mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>,
 ) -> impl Future<Output = Option<T>> {
-    let mut timer = futures_timer::Delay::new(deadline.saturating_duration_since(Instant::now()));
+    let mut timer: Option<futures_timer::Delay> = None;
     std::future::poll_fn(move |cx| {
         if let Poll::Ready(value) = poll(cx) {
             return Poll::Ready(Some(value));
         }
-        match std::pin::Pin::new(&mut timer).poll(cx) {
+        let timer = timer.get_or_insert_with(|| {
+            futures_timer::Delay::new(deadline.saturating_duration_since(Instant::now()))
+        });
+        match std::pin::Pin::new(timer).poll(cx) {
             Poll::Ready(()) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
@@ -83,6 +87,11 @@ impl Reply {
     /// Whether the caller gave up (only this end is left).
     pub(crate) fn is_abandoned(&self) -> bool {
         Arc::strong_count(&self.0) == 1
+    }
+
+    /// Whether the answer is in (and not yet taken).
+    pub(crate) fn is_filled(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).answer.is_some()
     }
 
     /// Stores the answer and wakes the caller. The first answer wins.
@@ -114,6 +123,12 @@ impl Reply {
     /// Blocks until the answer comes or `deadline` passes (`None`).
     pub(crate) fn wait(&self, deadline: Instant) -> Option<Evaluation> {
         wait_until(deadline, |cx| self.poll(cx))
+    }
+
+    /// Waits for the answer as a future, with no deadline of its own: for a
+    /// caller whose answer is sure to come (someone else keeps the time).
+    pub(crate) async fn answered(&self) -> Evaluation {
+        std::future::poll_fn(|cx| self.poll(cx)).await
     }
 
     /// [`Reply::wait`] as a future.

@@ -314,6 +314,33 @@ impl<'a> CallView<'a> {
     }
 }
 
+/// A view serialises exactly as the owned request it stands for
+/// ([`CallView::to_request`]): the same fields, in the same order.
+impl Serialize for CallView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let a = &self.attribution;
+        let empty = Map::new();
+        let mut request = serializer.serialize_struct("GuardrailRequest", 15)?;
+        request.serialize_field("tool_name", self.tool_name)?;
+        request.serialize_field("tool_input", self.tool_input)?;
+        request.serialize_field("agent_id", &self.agent_id)?;
+        request.serialize_field("thread_id", &a.thread_id)?;
+        request.serialize_field("is_subagent", &a.is_subagent)?;
+        request.serialize_field("timestamp", self.timestamp)?;
+        request.serialize_field("user_id", &a.user_id)?;
+        request.serialize_field("user_role", &a.user_role)?;
+        request.serialize_field("oauth_provider", &a.oauth_provider)?;
+        request.serialize_field("oauth_id", &a.oauth_id)?;
+        request.serialize_field("run_id", &a.run_id)?;
+        request.serialize_field("tool_call_id", &self.tool_call_id)?;
+        request.serialize_field("channel_user_id", &a.channel_user_id)?;
+        request.serialize_field("is_internal", &a.is_internal)?;
+        request.serialize_field("authz_attributes", a.authz_attributes.unwrap_or(&empty))?;
+        request.end()
+    }
+}
+
 impl GuardrailRequest {
     /// The request's fields, borrowed.
     pub fn view(&self) -> CallView<'_> {

@@ -1,7 +1,7 @@
 //! Property tests: any request crosses the ABI into a real provider library
 //! unchanged, on both paths, and any decision crosses back unchanged; and so
 //! through a provider process (`isolation: process`), whose protocol carries
-//! them both ways.
+//! them both ways, over shared memory and over pipes.
 
 mod support;
 
@@ -36,6 +36,21 @@ fn isolated(symbol: &str) -> Arc<dyn GuardrailProvider> {
 fn capturing_isolated() -> &'static Arc<dyn GuardrailProvider> {
     static PROVIDER: OnceLock<Arc<dyn GuardrailProvider>> = OnceLock::new();
     PROVIDER.get_or_init(|| isolated("CapturingProvider"))
+}
+
+/// The capturing provider in a provider process reached over its pipes
+/// only (the default above is shared memory, on Linux).
+fn capturing_over_pipes() -> &'static Arc<dyn GuardrailProvider> {
+    static PROVIDER: OnceLock<Arc<dyn GuardrailProvider>> = OnceLock::new();
+    PROVIDER.get_or_init(|| {
+        let mut spec = guardhost::ProviderSpec::new(
+            support::use_of("guardhost_test_providers", "CapturingProvider"),
+            Map::new(),
+        );
+        spec.isolation = guardhost::Isolation::Process;
+        spec.transport = Some(guardhost::Transport::Pipes);
+        guardhost::instantiate(&spec, std::path::Path::new("/")).unwrap().provider
+    })
 }
 
 fn echo_decision_isolated() -> &'static Arc<dyn GuardrailProvider> {
@@ -218,6 +233,47 @@ proptest! {
         let future = capturing().aevaluate_view(&view).expect("a library provider takes the view");
         let borrowed = runtime.block_on(future).unwrap();
         prop_assert_eq!(Value::Object(borrowed.metadata), seen(&request, "async"));
+    }
+
+    /// A view serialises as its owned request: what the provider process
+    /// reads is the same either way.
+    #[test]
+    fn a_view_serialises_exactly_as_its_owned_request(call in tool_call()) {
+        let timestamp = "2026-12-02T05:00:00.000001+00:00";
+        if let Ok(view) = CallView::new(&call, &call.tool_call.args, Some("agent-1"), timestamp) {
+            let text = serde_json::to_string(&view).unwrap();
+            prop_assert_eq!(text, serde_json::to_string(&view.to_request()).unwrap());
+        }
+    }
+
+    /// Through a provider process, over both transports, on both paths,
+    /// from the view the wrapping paths hand over.
+    #[test]
+    fn the_borrowed_view_of_any_call_reaches_an_isolated_provider_as_its_owned_request(call in tool_call()) {
+        let timestamp = "2026-12-02T05:00:00.000001+00:00";
+        let Ok(view) = CallView::new(&call, &call.tool_call.args, Some("agent-1"), timestamp) else {
+            return Ok(());
+        };
+        let request = view.to_request();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for provider in [capturing_isolated(), capturing_over_pipes()] {
+            let decision = provider.evaluate_view(&view).expect("an isolated provider takes the view").unwrap();
+            prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "sync"));
+            let future = provider.aevaluate_view(&view).expect("an isolated provider takes the view");
+            let decision = runtime.block_on(future).unwrap();
+            prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "async"));
+        }
+    }
+
+    #[test]
+    fn any_request_reaches_an_isolated_provider_unchanged_over_pipes_and_on_the_async_path(request in request()) {
+        let decision = capturing_over_pipes().evaluate(&request).unwrap();
+        prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "sync"));
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for provider in [capturing_isolated(), capturing_over_pipes()] {
+            let decision = runtime.block_on(provider.aevaluate(&request)).unwrap();
+            prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "async"));
+        }
     }
 
     #[test]

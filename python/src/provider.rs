@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use guardhost::{
     block_on, GuardrailProvider, GuardrailRequest, Isolation, LoadedProvider, ProviderFailure, ProviderInfo,
-    ProviderSpec,
+    ProviderSpec, Transport,
 };
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -128,7 +128,7 @@ impl Provider {
     #[new]
     #[pyo3(signature = (use_, config=None, *, isolation=None, timeout_ms=None, sha256=None,
                         allow_insecure_permissions=false, base_dir=None, program=None, command=None,
-                        decision_cls, reason_cls, interrupt))]
+                        transport=None, decision_cls, reason_cls, interrupt))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -141,6 +141,7 @@ impl Provider {
         base_dir: Option<PathBuf>,
         program: Option<PathBuf>,
         command: Option<Vec<String>>,
+        transport: Option<&str>,
         decision_cls: Py<PyAny>,
         reason_cls: Py<PyAny>,
         interrupt: Py<PyAny>,
@@ -157,8 +158,27 @@ impl Provider {
                 )));
             }
         };
-        let spec =
-            ProviderSpec { use_, config, sha256, allow_insecure_permissions, timeout_ms, isolation, command };
+        let transport = match transport {
+            None => None,
+            Some("shared_memory") => Some(Transport::SharedMemory),
+            Some("pipes") => Some(Transport::Pipes),
+            Some(other) => {
+                return Err(ConfigError::new_err(format!(
+                    "transport: unknown variant (a string of {} characters), expected `shared_memory` or `pipes`",
+                    other.chars().count()
+                )));
+            }
+        };
+        let spec = ProviderSpec {
+            use_,
+            config,
+            sha256,
+            allow_insecure_permissions,
+            timeout_ms,
+            isolation,
+            command,
+            transport,
+        };
         let base_dir = absolute_base(base_dir);
         let LoadedProvider { provider, info } =
             py.allow_threads(|| instantiate(&spec, &base_dir, program)).map_err(build_error)?;

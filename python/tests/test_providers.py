@@ -46,6 +46,22 @@ def test_the_allowlist_everywhere(allowlist, path):
 def test_an_isolated_provider_runs_in_another_process(allowlist_so):
     p = GuardhostProvider(use=allowlist_so, isolation="process", timeout_ms=2000)
     assert p.info["isolation"] == "process" and p.info["timeout_ms"] == 2000
+    # Linux: calls go through shared memory unless told otherwise.
+    assert p.info["transport"] == ("shared_memory" if sys.platform == "linux" else "pipes")
+    denies = {"denied_tools": ["bash"]}
+    shared = GuardhostProvider(use=allowlist_so, config=denies, isolation="process")
+    pipes = GuardhostProvider(use=allowlist_so, config=denies, isolation="process", transport="pipes")
+    assert pipes.info["transport"] == "pipes"
+    for provider in (shared, pipes):
+        assert not decide(provider, PATHS[0], "bash").allow
+        assert decide(provider, PATHS[0], "read_file", {"path": "/tmp/x"}).allow
+
+
+def test_a_transport_without_a_provider_process_or_of_no_kind_is_refused(allowlist_so):
+    with pytest.raises(guardhost.BuildError, match="add `isolation: process`, or remove `transport`"):
+        GuardhostProvider(use=allowlist_so, transport="pipes")
+    with pytest.raises(guardhost.ConfigError, match="expected `shared_memory` or `pipes`"):
+        GuardhostProvider(use=allowlist_so, isolation="process", transport="mmap")
 
 
 @pytest.mark.parametrize("isolation", [None, "process"])

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use guardhost::conformance::corpus::everyday_tool_calls;
 use guardhost::{
@@ -31,6 +31,10 @@ pub struct BenchArgs {
     /// Use awrap_tool_call (the provider's aevaluate) on a tokio runtime.
     #[arg(long = "async")]
     use_async: bool,
+    /// Pace each caller: a call at most every N microseconds (it sleeps
+    /// between calls), to see what a given call rate costs in CPU.
+    #[arg(long, value_name = "N", conflicts_with = "suite")]
+    interval_us: Option<u64>,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -81,6 +85,13 @@ pub struct Measurement {
     max_ns: u64,
     calls_per_second: f64,
     peak_rss_kib: Option<u64>,
+    /// CPU time over the timed part, this process and its child processes
+    /// (a provider process) together, in percent of one core (Linux).
+    #[serde(default)]
+    cpu_percent: Option<f64>,
+    /// The pacing asked for (`--interval-us`).
+    #[serde(default)]
+    interval_us: Option<u64>,
 }
 
 fn passthrough(call: ToolCallRequest) -> Result<ToolMessage, ToolCallError> {
@@ -124,9 +135,17 @@ impl Share {
 /// One sync caller: `count` calls of the mix, starting at `offset`. Each
 /// call is cloned from the mix (as a runtime hands over a new call) outside
 /// the timed part.
-fn sync_share(mw: &GuardrailMiddleware, mix: &[ToolCallRequest], count: u64, offset: usize) -> Share {
+fn sync_share(
+    mw: &GuardrailMiddleware,
+    mix: &[ToolCallRequest],
+    count: u64,
+    offset: usize,
+    interval: Option<Duration>,
+) -> Share {
     let mut share = Share::with_capacity(count);
+    let start = Instant::now();
     for i in 0..count as usize {
+        pace(start, i, interval);
         let call = mix[(i + offset) % mix.len()].clone();
         let started = Instant::now();
         let outcome = mw.wrap_tool_call(call, &passthrough);
@@ -135,12 +154,56 @@ fn sync_share(mw: &GuardrailMiddleware, mix: &[ToolCallRequest], count: u64, off
     share
 }
 
+/// With pacing, waits (sleeping) until call `i` of a caller that started
+/// at `start` is due.
+fn pace(start: Instant, i: usize, interval: Option<Duration>) {
+    if let Some(due) = interval.map(|every| start + every * i as u32) {
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+    }
+}
+
+/// [`pace`] for a task: waits on a timer.
+async fn pace_async(start: Instant, i: usize, interval: Option<Duration>) {
+    if let Some(due) = interval.map(|every| start + every * i as u32) {
+        futures_timer::Delay::new(due.saturating_duration_since(Instant::now())).await;
+    }
+}
+
+/// CPU time (user and system) of this process and of its child processes
+/// so far (Linux; `None` elsewhere).
+fn cpu_time() -> Option<Duration> {
+    let ticks = |pid: &str| -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let fields: Vec<&str> = stat.rsplit_once(") ")?.1.split(' ').collect();
+        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    };
+    let parent = |pid: &str| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+    };
+    let me = std::process::id();
+    let mut total = ticks("self")?;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        if parent(pid) == Some(me) {
+            total += ticks(pid).unwrap_or(0);
+        }
+    }
+    // The kernel counts in USER_HZ, 100 per second on Linux.
+    Some(Duration::from_millis(total * 10))
+}
+
 /// `callers` async tasks sending `calls` calls between them.
 async fn async_shares(
     mw: &GuardrailMiddleware,
     mix: &Arc<Vec<ToolCallRequest>>,
     calls: u64,
     callers: u64,
+    interval: Option<Duration>,
 ) -> Vec<Share> {
     let handler = async_handler(|call: ToolCallRequest| async move { passthrough(call) });
     let tasks: Vec<_> = (0..callers)
@@ -149,7 +212,9 @@ async fn async_shares(
             let count = calls / callers + u64::from(c < calls % callers);
             tokio::spawn(async move {
                 let mut share = Share::with_capacity(count);
+                let start = Instant::now();
                 for i in 0..count as usize {
+                    pace_async(start, i, interval).await;
                     let call = mix[(i + c as usize) % mix.len()].clone();
                     let started = Instant::now();
                     let outcome = mw.awrap_tool_call(call, handler.clone()).await;
@@ -166,34 +231,45 @@ async fn async_shares(
     shares
 }
 
-/// Sends `calls` calls through `mw` from `concurrency` callers, after a
-/// warm-up on the same path (a tenth of the calls, at most 20,000).
-pub fn measure(mw: &GuardrailMiddleware, calls: u64, concurrency: u16, use_async: bool) -> Measurement {
+/// Sends `calls` calls through `mw` from `concurrency` callers (each paced
+/// to a call every `interval_us`, if given), after a warm-up on the same
+/// path (a tenth of the calls, at most 20,000, unpaced).
+pub fn measure(
+    mw: &GuardrailMiddleware,
+    calls: u64,
+    concurrency: u16,
+    use_async: bool,
+    interval_us: Option<u64>,
+) -> Measurement {
     let mix = Arc::new(everyday_tool_calls());
     let callers = u64::from(concurrency);
     let warm_up = (calls / 10).clamp(1, 20_000);
-    let (shares, wall) = if use_async {
+    let interval = interval_us.map(Duration::from_micros);
+    let (shares, wall, cpu) = if use_async {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
-        runtime.block_on(async_shares(mw, &mix, warm_up, 1));
-        let started = Instant::now();
-        let shares = runtime.block_on(async_shares(mw, &mix, calls, callers));
-        (shares, started.elapsed())
+        runtime.block_on(async_shares(mw, &mix, warm_up, 1, None));
+        let (started, cpu) = (Instant::now(), cpu_time());
+        let shares = runtime.block_on(async_shares(mw, &mix, calls, callers, interval));
+        (shares, started.elapsed(), cpu.zip(cpu_time()))
     } else {
-        sync_share(mw, &mix, warm_up, 0);
-        let started = Instant::now();
+        sync_share(mw, &mix, warm_up, 0, None);
+        let (started, cpu) = (Instant::now(), cpu_time());
         let shares = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..callers)
                 .map(|c| {
                     let count = calls / callers + u64::from(c < calls % callers);
                     let mix = &mix;
-                    scope.spawn(move || sync_share(mw, mix, count, c as usize))
+                    scope.spawn(move || sync_share(mw, mix, count, c as usize, interval))
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().expect("a bench thread")).collect::<Vec<_>>()
         });
-        (shares, started.elapsed())
+        (shares, started.elapsed(), cpu.zip(cpu_time()))
     };
+    let cpu_percent = cpu.map(|(before, after)| {
+        100.0 * after.saturating_sub(before).as_secs_f64() / wall.as_secs_f64().max(f64::MIN_POSITIVE)
+    });
     let allowed: u64 = shares.iter().map(|s| s.allowed).sum();
     let errors: u64 = shares.iter().map(|s| s.errors).sum();
     let mut latencies = Vec::with_capacity(calls as usize);
@@ -215,6 +291,8 @@ pub fn measure(mw: &GuardrailMiddleware, calls: u64, concurrency: u16, use_async
         max_ns: latencies.last().copied().unwrap_or(0),
         calls_per_second: calls as f64 / wall.as_secs_f64().max(f64::MIN_POSITIVE),
         peak_rss_kib: peak_rss_kib(),
+        cpu_percent,
+        interval_us,
     }
 }
 
@@ -234,7 +312,16 @@ fn print_text(m: &Measurement) {
         micros(m.p99_ns),
         micros(m.max_ns)
     );
-    println!("throughput:       {:.0} calls/s", m.calls_per_second);
+    match m.interval_us {
+        Some(us) => println!(
+            "throughput:       {:.0} calls/s (each caller paced to a call every {us} µs)",
+            m.calls_per_second
+        ),
+        None => println!("throughput:       {:.0} calls/s", m.calls_per_second),
+    }
+    if let Some(cpu) = m.cpu_percent {
+        println!("cpu:              {cpu:.1}% of one core (this process and its provider process)");
+    }
     match m.peak_rss_kib {
         Some(kib) => println!("peak memory:      {:.1} MB resident", kib as f64 / 1024.0),
         None => println!("peak memory:      (not available on this platform)"),
@@ -256,7 +343,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, CliError> {
                 .into(),
         ));
     };
-    let m = measure(&guardrail.middleware, args.calls, args.concurrency, args.use_async);
+    let m = measure(&guardrail.middleware, args.calls, args.concurrency, args.use_async, args.interval_us);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
     } else {
@@ -286,6 +373,13 @@ fn suite_providers(dir: &Path) -> Vec<(&'static str, String)> {
             "allowlist (.so), isolation: process",
             format!(
                 "use: {}:AllowlistProvider\n    isolation: process\n    config: {{denied_tools: [bash, write_file, str_replace]}}",
+                lib("libguardhost_allowlist.so")
+            ),
+        ),
+        (
+            "allowlist (.so), isolation: process, pipes",
+            format!(
+                "use: {}:AllowlistProvider\n    isolation: process\n    transport: pipes\n    config: {{denied_tools: [bash, write_file, str_replace]}}",
                 lib("libguardhost_allowlist.so")
             ),
         ),
@@ -447,7 +541,7 @@ mod tests {
         let config = LoadedConfig::embedded_default();
         let guardrail = guardhost::install(&config).unwrap().unwrap();
         for use_async in [false, true] {
-            let m = measure(&guardrail.middleware, 1_001, 4, use_async);
+            let m = measure(&guardrail.middleware, 1_001, 4, use_async, None);
             assert_eq!(m.allowed + m.denied, 1_001);
             assert_eq!(m.errors, 0);
             // The mix has 13 tools; bash, write_file and str_replace are denied.
@@ -468,6 +562,22 @@ mod tests {
     }
 
     #[test]
+    fn paced_callers_make_no_more_calls_than_asked_and_the_cpu_is_reported() {
+        let config = LoadedConfig::embedded_default();
+        let guardrail = guardhost::install(&config).unwrap().unwrap();
+        for use_async in [false, true] {
+            // 40 calls a caller, one every 2 ms: at least 78 ms.
+            let m = measure(&guardrail.middleware, 80, 2, use_async, Some(2_000));
+            assert_eq!(m.allowed + m.denied, 80);
+            assert!(m.calls_per_second <= 80.0 / 0.078, "{m:?}");
+            assert_eq!(m.interval_us, Some(2_000));
+            if cfg!(target_os = "linux") {
+                assert!(m.cpu_percent.is_some_and(|cpu| cpu >= 0.0), "{m:?}");
+            }
+        }
+    }
+
+    #[test]
     fn the_chart_is_an_svg_with_a_bar_pair_per_row() {
         let m = Measurement {
             provider: "p".into(),
@@ -482,6 +592,8 @@ mod tests {
             max_ns: 1000,
             calls_per_second: 1.0,
             peak_rss_kib: None,
+            cpu_percent: None,
+            interval_us: None,
         };
         let svg = chart(&[("a <b>", m.clone()), ("c", m)]);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));

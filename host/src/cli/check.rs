@@ -56,6 +56,15 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode, CliError> {
         }
         guardhost::Isolation::InProcess => println!("isolation:        in_process"),
     }
+    match info.transport {
+        Some(guardhost::Transport::SharedMemory) => println!(
+            "transport:        shared memory ({} slots of {} KiB; pipes for larger messages)",
+            guardhost::isolation::shm::SLOTS,
+            guardhost::isolation::shm::SLOT_BYTES >> 10
+        ),
+        Some(guardhost::Transport::Pipes) => println!("transport:        pipes"),
+        None => {}
+    }
     match info.timeout_ms {
         Some(ms) => println!("timeout:          {ms} ms per call"),
         None => println!("timeout:          none (calls are waited for)"),

@@ -254,6 +254,7 @@ mod tests {
             path_keys: Vec::new(),
             timeout_ms: None,
             isolation,
+            transport: None,
             sha256: None,
         }
     }

@@ -239,3 +239,32 @@ fn hostile_yaml_is_refused_by_name_of_the_limit() {
     let err = parse(&crate::yaml::tests::alias_bomb()).unwrap_err().to_string();
     assert!(err.contains("more than 100000 values"), "{err}");
 }
+
+#[test]
+fn transport_is_for_provider_processes_and_says_how_to_fix_it() {
+    let ok = parse("guardrails:\n  provider: {use: x.so:Y, isolation: process, transport: pipes}\n").unwrap();
+    assert_eq!(ok.guardrails.provider.unwrap().transport, Some(Transport::Pipes));
+    let ok = parse("guardrails:\n  provider: {use: x.so:Y, isolation: process}\n").unwrap();
+    assert_eq!(ok.guardrails.provider.unwrap().transport, None, "shared memory where it can be");
+    let cases = [
+        (
+            "guardrails:\n  provider: {use: x.so:Y, transport: shared_memory}\n",
+            "`provider.transport: shared_memory` chooses how calls reach a provider process; add `isolation: process`, or remove `transport`",
+        ),
+        (
+            "guardrails:\n  provider: {command: [python3, p.py], isolation: process, transport: shared_memory}\n",
+            "a `command:` provider program speaks over pipes, so remove `transport`",
+        ),
+        (
+            "guardrails:\n  provider: {use: x.so:Y, isolation: process, transport: mmap}\n",
+            "`provider.transport`: unknown variant (a string of 4 characters), expected `shared_memory` or `pipes`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+    let ok =
+        parse("guardrails:\n  provider: {command: [python3, p.py], isolation: process, transport: pipes}\n");
+    assert!(ok.is_ok(), "{ok:?}");
+}

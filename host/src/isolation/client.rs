@@ -1,7 +1,6 @@
 //! The host's side: [`ProcessProvider`], a provider that lives in a child
 //! process.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
@@ -12,11 +11,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::protocol::{self, FrameError, FrameWriter, FromServer, ToServer, PROTOCOL_VERSION};
-use crate::config::{Isolation, ProviderSpec};
+use crate::config::{Isolation, ProviderSpec, Transport};
 use crate::instantiate::{BuildError, ProviderInfo};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::reply::{wait_until, wait_until_async, Reply};
-use crate::request::GuardrailRequest;
+use crate::request::{CallView, GuardrailRequest};
 
 /// The per-call limit when `provider.timeout_ms` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(5000);
@@ -26,6 +25,10 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest wait between restarts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// How long an async call alone in flight over shared memory waits for its
+/// answer on its task's thread before it yields.
+pub const ASYNC_SPIN: Duration = Duration::from_micros(20);
 
 /// The environment variable that names the `guardhost` executable to run
 /// providers in, for programs that embed the host library.
@@ -100,6 +103,8 @@ struct Shared {
     pinned_sha256: Option<String>,
     base_dir: PathBuf,
     limit: Duration,
+    /// The transport asked for: shared memory is tried at each start.
+    transport: Transport,
     next_id: AtomicU64,
     lifecycle: Mutex<Lifecycle>,
     supervisor: mpsc::Sender<Event>,
@@ -141,7 +146,15 @@ struct Connection {
     closing: AtomicBool,
     /// Why the host killed it, when it did.
     killed_because: Mutex<Option<String>>,
+    /// The shared region, once the process has mapped it.
+    shm: std::sync::OnceLock<Link>,
 }
+
+/// The host's end of a shared region (none off Linux).
+#[cfg(target_os = "linux")]
+type Link = super::shm::host::HostLink;
+#[cfg(not(target_os = "linux"))]
+type Link = std::convert::Infallible;
 
 #[derive(Default)]
 struct Pending {
@@ -195,6 +208,13 @@ impl ProcessProvider {
         let mut child_spec = spec.clone();
         child_spec.isolation = Isolation::InProcess;
         child_spec.timeout_ms = None;
+        child_spec.transport = None;
+        let transport = match (&child, spec.transport) {
+            (ChildKind::Server { .. }, None | Some(Transport::SharedMemory)) if cfg!(target_os = "linux") => {
+                Transport::SharedMemory
+            }
+            _ => Transport::Pipes,
+        };
         let (events, receiver) = mpsc::channel();
         let mut shared = Shared {
             name: String::new(),
@@ -203,6 +223,7 @@ impl ProcessProvider {
             pinned_sha256: None,
             base_dir: base_dir.to_path_buf(),
             limit,
+            transport,
             next_id: AtomicU64::new(0),
             lifecycle: Mutex::new(Lifecycle { state: State::Starting, waiting: Vec::new() }),
             supervisor: events.clone(),
@@ -272,16 +293,11 @@ impl ProcessProvider {
     }
 
     fn timed_out(&self, connection: Option<&Connection>) -> ProviderFailure {
-        let limit = self.shared.limit.as_millis();
         match connection {
-            Some(connection) => {
-                connection.kill(format!("left a call unanswered for {limit} ms (provider.timeout_ms)"));
-                self.call_failed(format_args!(
-                    "did not answer within {limit} ms (provider.timeout_ms); its process was killed and restarts"
-                ))
-            }
+            Some(connection) => connection.timed_out(&self.shared.name, self.shared.limit),
             None => self.call_failed(format_args!(
-                "its process did not start within {limit} ms (provider.timeout_ms)"
+                "its process did not start within {} ms (provider.timeout_ms)",
+                self.shared.limit.as_millis()
             )),
         }
     }
@@ -309,24 +325,21 @@ impl ProcessProvider {
         }
     }
 
-    /// Registers a call and sends it; `None` when the process has died
-    /// since it was picked (the caller waits for its successor).
+    /// Registers a call and sends it: posted in a free slot of the shared
+    /// region when there is one and the request fits, else over the pipe.
+    /// `None` when the process has died since it was picked (the caller
+    /// waits for its successor).
     fn send(
         &self,
         connection: &Connection,
-        request: &GuardrailRequest,
+        call: &CallView<'_>,
         asynchronous: bool,
-    ) -> Option<Result<Reply, ProviderFailure>> {
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame =
-            protocol::encode(&ToServer::Evaluate { id, asynchronous, request: Cow::Borrowed(request) });
-        if frame.len() - protocol::HEADER > protocol::MAX_FRAME as usize {
-            return Some(Err(self.call_failed(format_args!(
-                "the request is {} bytes as JSON, more than the {} a call to a provider process may carry",
-                frame.len() - protocol::HEADER,
-                protocol::MAX_FRAME
-            ))));
+        deadline: Instant,
+    ) -> Option<Result<Sent, ProviderFailure>> {
+        thread_local! {
+            static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let reply = Reply::default();
         {
             let mut pending = connection.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -335,12 +348,99 @@ impl ProcessProvider {
             }
             pending.calls.insert(id, reply.clone());
         }
+        #[cfg(target_os = "linux")]
+        if let Some(link) = connection.shm.get() {
+            use super::shm::message;
+            let posted = BUFFER.with_borrow_mut(|buffer| {
+                message::encode_request(buffer, id, asynchronous, call);
+                // An async caller's answer is collected for it.
+                let posted = link.post(buffer, asynchronous.then_some((id, deadline)));
+                // A large request is not kept for the next call.
+                if buffer.capacity() > 64 << 10 {
+                    *buffer = Vec::new();
+                }
+                posted
+            });
+            if let Some(slot) = posted {
+                return Some(Ok(Sent::Slot { slot, id, reply }));
+            }
+        }
+        let frame = protocol::encode(&protocol::EvaluateRef { id, asynchronous, request: call });
+        let body = frame.len() - protocol::HEADER;
+        if body > protocol::MAX_FRAME as usize {
+            connection.forget(id);
+            return Some(Err(self.call_failed(format_args!(
+                "the request is {body} bytes as JSON, more than the {} a call to a provider process may carry",
+                protocol::MAX_FRAME
+            ))));
+        }
         if let Err(error) = connection.frames.send(frame) {
             connection.forget(id);
             return Some(Err(self.call_failed(format_args!("cannot send it the call: {error}"))));
         }
-        Some(Ok(reply))
+        Some(Ok(Sent::Pipe(reply)))
     }
+
+    /// Waits for the answer to a sync call posted in `slot`.
+    #[cfg(target_os = "linux")]
+    fn wait_slot(
+        &self,
+        connection: &Connection,
+        slot: usize,
+        id: u64,
+        reply: Reply,
+        deadline: Instant,
+    ) -> Evaluation {
+        use super::shm::host::Waited;
+        let link = connection.shm.get().expect("the call was posted in the region");
+        let from_reply =
+            |reply: Reply| reply.wait(deadline).unwrap_or_else(|| Err(self.timed_out(Some(connection))));
+        match link.wait(slot, deadline) {
+            Waited::Answer(answer) => {
+                link.release(slot);
+                connection.forget(id);
+                connection.answered.store(true, Ordering::Relaxed);
+                super::shm::message::decode_answer(&answer)
+                    .unwrap_or_else(|violation| Err(self.violated(connection, violation)))
+            }
+            Waited::Piped => {
+                link.release(slot);
+                from_reply(reply)
+            }
+            // The process is gone; the reply holds why.
+            Waited::Abandoned => from_reply(reply),
+            Waited::Violation(violation) => Err(self.violated(connection, violation)),
+            Waited::TimedOut => Err(self.timed_out(Some(connection))),
+        }
+    }
+
+    /// The process broke the protocol in shared memory: it is killed (and
+    /// restarts) and the call fails.
+    #[cfg(target_os = "linux")]
+    fn violated(&self, connection: &Connection, violation: String) -> ProviderFailure {
+        connection.kill(violation.clone());
+        self.call_failed(format_args!("its process {violation}; it was killed and restarts"))
+    }
+
+    /// How calls reach the running process (`None` while none runs).
+    pub fn transport(&self) -> Option<Transport> {
+        match &self.shared.lifecycle.lock().unwrap_or_else(|e| e.into_inner()).state {
+            State::Running(connection) => Some(connection.transport()),
+            _ => None,
+        }
+    }
+}
+
+/// How a call was sent.
+enum Sent {
+    /// Over the pipe: the reader fills the reply.
+    Pipe(Reply),
+    /// Posted in a slot of the shared region. The reply is filled by the
+    /// collector for an async call, by the pipe's reader if the answer
+    /// went over the pipe, and with the error if the process died; a sync
+    /// caller reads an answer in the slot itself.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Slot { slot: usize, id: u64, reply: Reply },
 }
 
 impl GuardrailProvider for ProcessProvider {
@@ -349,30 +449,68 @@ impl GuardrailProvider for ProcessProvider {
     }
 
     fn evaluate(&self, request: &GuardrailRequest) -> Evaluation {
+        self.decide(&request.view())
+    }
+
+    fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
+        Box::pin(async move { self.adecide(&request.view()).await })
+    }
+
+    fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
+        Some(self.decide(call))
+    }
+
+    fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
+        Some(Box::pin(self.adecide(call)))
+    }
+}
+
+impl ProcessProvider {
+    fn decide(&self, call: &CallView<'_>) -> Evaluation {
         let deadline = Instant::now() + self.shared.limit;
         loop {
             let connection = match wait_until(deadline, |cx| self.poll_connection(cx)) {
                 Some(connection) => connection?,
                 None => return Err(self.timed_out(None)),
             };
-            let Some(reply) = self.send(&connection, request, false) else { continue };
-            return reply?.wait(deadline).unwrap_or_else(|| Err(self.timed_out(Some(&connection))));
+            let Some(sent) = self.send(&connection, call, false, deadline) else { continue };
+            return match sent? {
+                Sent::Pipe(reply) => {
+                    reply.wait(deadline).unwrap_or_else(|| Err(self.timed_out(Some(&connection))))
+                }
+                #[cfg(target_os = "linux")]
+                Sent::Slot { slot, id, reply } => self.wait_slot(&connection, slot, id, reply, deadline),
+                #[cfg(not(target_os = "linux"))]
+                Sent::Slot { .. } => unreachable!("no shared memory here"),
+            };
         }
     }
 
-    fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
-        Box::pin(async move {
-            let deadline = Instant::now() + self.shared.limit;
-            loop {
-                let connection = match wait_until_async(deadline, |cx| self.poll_connection(cx)).await {
-                    Some(connection) => connection?,
-                    None => return Err(self.timed_out(None)),
-                };
-                let Some(reply) = self.send(&connection, request, true) else { continue };
-                let answer = reply?.wait_async(deadline).await;
-                return answer.unwrap_or_else(|| Err(self.timed_out(Some(&connection))));
-            }
-        })
+    async fn adecide(&self, call: &CallView<'_>) -> Evaluation {
+        let deadline = Instant::now() + self.shared.limit;
+        loop {
+            let connection = match wait_until_async(deadline, |cx| self.poll_connection(cx)).await {
+                Some(connection) => connection?,
+                None => return Err(self.timed_out(None)),
+            };
+            return match self.send(&connection, call, true, deadline) {
+                None => continue,
+                Some(Err(failure)) => Err(failure),
+                Some(Ok(Sent::Pipe(reply))) => {
+                    let answer = reply.wait_async(deadline).await;
+                    answer.unwrap_or_else(|| Err(self.timed_out(Some(&connection))))
+                }
+                Some(Ok(Sent::Slot { reply, .. })) => {
+                    // Answers that have come meanwhile go to their tasks
+                    // from here, without a hand-over to the collector; and
+                    // a call alone in flight waits a moment for its own.
+                    #[cfg(target_os = "linux")]
+                    connection.sweep_for(&self.shared.name, &reply);
+                    // The collector fails the call at its deadline.
+                    reply.answered().await
+                }
+            };
+        }
     }
 }
 
@@ -466,6 +604,7 @@ impl ChildKind {
                     path_keys: Vec::new(),
                     timeout_ms: None,
                     isolation: crate::config::Isolation::Process,
+                    transport: Some(Transport::Pipes),
                     sha256: None,
                 })
             }
@@ -494,6 +633,7 @@ impl Shared {
     /// Starts a child and waits for it to be ready.
     fn launch(&self, events: &mpsc::Sender<Event>) -> Result<(Arc<Connection>, ProviderInfo), Launch> {
         let mut command = self.child.command();
+        let link = self.offer(&mut command);
         let mut process =
             command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().map_err(
                 |e| Launch::Other(format!("cannot start the provider process {}: {e}", self.child)),
@@ -512,6 +652,7 @@ impl Shared {
             dead: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             killed_because: Mutex::new(None),
+            shm: std::sync::OnceLock::new(),
         });
         let init = protocol::encode(&ToServer::Init {
             protocol: PROTOCOL_VERSION,
@@ -522,15 +663,16 @@ impl Shared {
                 ChildKind::Server { .. } => None,
                 ChildKind::Program { .. } => Some(crate::instantiate::FRAMEWORK_VALUE.to_owned()),
             },
+            shared_memory: link.as_ref().map(offer_of),
         });
-        let child = self.child.clone();
+        let (child, limit) = (self.child.clone(), self.limit);
         let (ready, handshake) = mpsc::channel();
         let spawned = {
             let (connection, events) = (connection.clone(), events.clone());
             let stdout = BufReader::with_capacity(64 << 10, stdout);
-            std::thread::Builder::new()
-                .name(format!("guardhost-reader-{pid}"))
-                .spawn(move || read_answers(connection, child, init, stdout, ready, events))
+            std::thread::Builder::new().name(format!("guardhost-reader-{pid}")).spawn(move || {
+                read_answers(connection, Start { child, init, link, limit }, stdout, ready, events)
+            })
         };
         if let Err(e) = spawned {
             connection.kill("could not be served".into());
@@ -555,17 +697,206 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// A shared region for the child `command` starts, when shared memory
+    /// is asked for and can be set up here; the child inherits its file.
+    #[cfg(target_os = "linux")]
+    fn offer(&self, command: &mut Command) -> Option<Link> {
+        if self.transport != Transport::SharedMemory {
+            return None;
+        }
+        match Link::new() {
+            Ok(link) => {
+                super::shm::region::inherit(command, link.fd());
+                Some(link)
+            }
+            Err(error) => {
+                tracing::warn!(
+                    provider = %self.name,
+                    "cannot set up shared memory for the provider process ({error}); calls go over its pipes"
+                );
+                None
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn offer(&self, _: &mut Command) -> Option<Link> {
+        None
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn offer_of(link: &Link) -> protocol::SharedMemoryOffer {
+    use std::os::fd::AsRawFd;
+    protocol::SharedMemoryOffer { fd: link.fd().as_raw_fd() }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn offer_of(link: &Link) -> protocol::SharedMemoryOffer {
+    match *link {}
+}
+
+impl Connection {
+    /// A call to provider `name` went unanswered for `limit`: the process
+    /// is killed (and restarts), and this is the call's failure.
+    fn timed_out(&self, name: &str, limit: Duration) -> ProviderFailure {
+        let limit = limit.as_millis();
+        self.kill(format!("left a call unanswered for {limit} ms (provider.timeout_ms)"));
+        ProviderFailure::error(format!(
+            "provider '{name}' (isolation: process): did not answer within {limit} ms (provider.timeout_ms); \
+             its process was killed and restarts"
+        ))
+    }
+
+    /// How calls reach this process.
+    fn transport(&self) -> Transport {
+        if self.shm.get().is_some() {
+            Transport::SharedMemory
+        } else {
+            Transport::Pipes
+        }
+    }
+
+    /// Takes the region into use once the process has mapped it (`Mapped`),
+    /// and starts the thread that collects answers to async calls; says
+    /// why not otherwise (calls then go over the pipes).
+    fn attach(
+        self: &Arc<Self>,
+        link: Option<Link>,
+        answer: protocol::SharedMemory,
+        name: &str,
+        limit: Duration,
+    ) {
+        let Some(link) = link else { return };
+        match answer {
+            protocol::SharedMemory::Mapped => {}
+            protocol::SharedMemory::Refused { reason } => {
+                tracing::warn!(
+                    provider = %name,
+                    "the provider process cannot use shared memory ({reason}); calls go over its pipes"
+                );
+                return;
+            }
+            protocol::SharedMemory::NotOffered => return,
+        }
+        #[cfg(target_os = "linux")]
+        {
+            if self.shm.set(link).is_err() {
+                return;
+            }
+            let (connection, name) = (self.clone(), name.to_owned());
+            let collector = std::thread::Builder::new()
+                .name(format!("guardhost-collector-{}", self.pid))
+                .spawn(move || connection.collect(&name, limit));
+            if let Err(error) = collector {
+                // Without a collector async calls would wait in vain.
+                self.kill(format!("could not be served (cannot start a thread: {error})"));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        match link {}
+    }
+
+    /// The collector's thread: delivers the answers to async calls posted
+    /// in the region until the process is gone.
+    #[cfg(target_os = "linux")]
+    fn collect(&self, name: &str, limit: Duration) {
+        let link = self.shm.get().expect("attached");
+        link.collect(
+            |collected| self.deliver(collected, name),
+            |id| {
+                let reply = self.pending.lock().unwrap_or_else(|e| e.into_inner()).calls.remove(&id);
+                // Unless its answer came over the pipe meanwhile.
+                if let Some(reply) = reply {
+                    reply.fill(Err(self.timed_out(name, limit)));
+                }
+            },
+        );
+    }
+
+    /// Delivers the answers to async calls that have come, on this thread,
+    /// right after posting the call of `reply`. When that call is the only
+    /// async one in flight, its task has nothing else to wait for here:
+    /// it spins up to [`ASYNC_SPIN`] for its own answer before it yields
+    /// to the executor (the collector's wake-up of the task would cost a
+    /// thread wake-up or two).
+    #[cfg(target_os = "linux")]
+    fn sweep_for(&self, name: &str, reply: &Reply) {
+        let Some(link) = self.shm.get() else { return };
+        let sweep = || link.sweep(|collected| self.deliver(collected, name));
+        sweep();
+        if link.async_in_flight() != 1 {
+            return;
+        }
+        let started = Instant::now();
+        while !reply.is_filled() && started.elapsed() < ASYNC_SPIN {
+            for _ in 0..16 {
+                if link.answered() {
+                    sweep();
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Fills the reply of an async call with its answer from the region;
+    /// kills the process when what it wrote there breaks the protocol.
+    #[cfg(target_os = "linux")]
+    fn deliver(&self, collected: super::shm::host::Collected, name: &str) {
+        use super::shm::host::Collected;
+        let (id, evaluation) = match collected {
+            Collected::Answer { id, answer } => (id, super::shm::message::decode_answer(&answer)),
+            Collected::Broken { id, why } => match id {
+                Some(id) => (id, Err(why)),
+                None => {
+                    self.kill(why);
+                    return;
+                }
+            },
+        };
+        let evaluation = match evaluation {
+            Ok(evaluation) => {
+                self.answered.store(true, Ordering::Relaxed);
+                evaluation
+            }
+            Err(violation) => {
+                self.kill(violation.clone());
+                Err(ProviderFailure::error(format!(
+                    "provider '{name}' (isolation: process): its process {violation}; it was killed and restarts"
+                )))
+            }
+        };
+        let reply = self.pending.lock().unwrap_or_else(|e| e.into_inner()).calls.remove(&id);
+        if let Some(reply) = reply {
+            reply.fill(evaluation);
+        }
+    }
+}
+
+/// What the thread that reads a new child's answers starts it with.
+struct Start {
+    child: ChildKind,
+    /// The init frame.
+    init: Vec<u8>,
+    /// The shared region offered in it, if any.
+    link: Option<Link>,
+    /// The per-call limit (the collector enforces it for async calls).
+    limit: Duration,
+}
+
 /// The handshake, then every answer, until the child's output ends or
 /// breaks the protocol; then the calls in flight fail and the supervisor
 /// hears of it.
 fn read_answers(
     connection: Arc<Connection>,
-    child: ChildKind,
-    init: Vec<u8>,
+    start: Start,
     mut input: BufReader<std::process::ChildStdout>,
     ready: mpsc::Sender<Result<ProviderInfo, Launch>>,
     events: mpsc::Sender<Event>,
 ) {
+    let Start { child, init, link, limit } = start;
     let handshake = (|| {
         // On this thread, so the start's time limit holds even when the
         // server does not read (the pipe holds 64 KiB).
@@ -595,7 +926,12 @@ fn read_answers(
             }
         }
         match protocol::read_message::<FromServer>(&mut input) {
-            Ok(FromServer::Ready { info }) => child.info(info).map_err(Launch::Other),
+            Ok(FromServer::Ready { info, shared_memory }) => {
+                let mut info = child.info(info).map_err(Launch::Other)?;
+                connection.attach(link, shared_memory, &info.name, limit);
+                info.transport = Some(connection.transport());
+                Ok(info)
+            }
             Ok(FromServer::Failed { error, panicked }) => Err(Launch::Build(error, panicked)),
             Ok(other) => Err(Launch::Other(format!("the provider process sent {other:?} instead of ready"))),
             Err(error) => Err(Launch::Other(format!("the provider process {}", connection.ended(error)))),
@@ -648,6 +984,12 @@ fn read_answers(
         reply.fill(Err(ProviderFailure::error(format!(
             "provider '{name}' (isolation: process): its process {reason} while this call was in flight; it restarts"
         ))));
+    }
+    // The callers waiting on a slot stop waiting and read their reply,
+    // filled just now; the collector ends.
+    #[cfg(target_os = "linux")]
+    if let Some(link) = connection.shm.get() {
+        link.abandon();
     }
     if closing {
         return;

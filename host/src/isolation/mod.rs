@@ -5,7 +5,9 @@
 //!
 //! - [`protocol`]: the framed, versioned wire format;
 //! - [`server`]: the child's side, `guardhost provider-server`;
-//! - [`client`]: the host's side, [`ProcessProvider`].
+//! - [`client`]: the host's side, [`ProcessProvider`];
+//! - [`shm`]: the shared-memory transport calls take on Linux (the pipes
+//!   remain for the handshake, large messages and the connection's end).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), guardhost::BuildError> {
@@ -23,6 +25,8 @@
 pub mod client;
 pub mod protocol;
 pub mod server;
+#[cfg(target_os = "linux")]
+pub mod shm;
 
 pub use client::{server_program, ProcessProvider};
 pub use server::{serve, ServeError};

@@ -12,7 +12,6 @@
 //! many at a time as it likes, and the server answers each with one
 //! [`FromServer::Answer`] carrying the same id, in any order.
 
-use std::borrow::Cow;
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -22,7 +21,7 @@ use serde_json::Value;
 
 use crate::config::ProviderSpec;
 use crate::provider::{Evaluation, Interrupt, ProviderFailure};
-use crate::request::{GuardrailDecision, GuardrailRequest};
+use crate::request::{CallView, GuardrailDecision, GuardrailRequest};
 
 /// The protocol version this build speaks. Host and server must agree.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -42,7 +41,7 @@ pub const MAX_FRAME: u32 = 64 << 20;
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum ToServer<'a> {
+pub enum ToServer {
     /// Load and construct this provider.
     Init {
         /// The host's protocol version.
@@ -60,6 +59,12 @@ pub enum ToServer<'a> {
         /// injects it into the config where the provider takes it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         framework: Option<String>,
+        /// The shared-memory region offered for calls (`guardhost
+        /// provider-server` only, on Linux): its file descriptor, inherited
+        /// by the server. Without it, or when the server cannot map it,
+        /// calls go over the pipes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shared_memory: Option<SharedMemoryOffer>,
     },
     /// Decide one call.
     Evaluate {
@@ -68,8 +73,21 @@ pub enum ToServer<'a> {
         /// Ask the provider's async path (`aevaluate`) rather than `evaluate`.
         asynchronous: bool,
         /// The request.
-        request: Cow<'a, GuardrailRequest>,
+        request: GuardrailRequest,
     },
+}
+
+/// [`ToServer::Evaluate`] as the host writes it: the request borrowed from
+/// the call (the same JSON).
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename = "evaluate")]
+pub struct EvaluateRef<'a> {
+    /// The call's id, echoed in the answer.
+    pub id: u64,
+    /// Ask the provider's async path.
+    pub asynchronous: bool,
+    /// The request.
+    pub request: &'a CallView<'a>,
 }
 
 /// From the server to the host.
@@ -91,6 +109,9 @@ pub enum FromServer {
         /// `guardhost provider-server`; at least `{"name": ...}` from a
         /// provider program.
         info: Value,
+        /// What became of the shared-memory region offered in `init`.
+        #[serde(default, skip_serializing_if = "SharedMemory::not_offered")]
+        shared_memory: SharedMemory,
     },
     /// The provider could not be built; the server exits.
     Failed {
@@ -107,6 +128,35 @@ pub enum FromServer {
         /// What the provider said.
         outcome: Outcome,
     },
+}
+
+/// The shared-memory region the host offers its provider server.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct SharedMemoryOffer {
+    /// The region's file descriptor in the server's process.
+    pub fd: i32,
+}
+
+/// The server's answer to a [`SharedMemoryOffer`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SharedMemory {
+    /// No region was offered.
+    #[default]
+    NotOffered,
+    /// The server mapped the region and serves calls posted there.
+    Mapped,
+    /// The server could not map the region: calls go over the pipes.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl SharedMemory {
+    fn not_offered(&self) -> bool {
+        *self == SharedMemory::NotOffered
+    }
 }
 
 /// An [`Evaluation`] on the wire.
@@ -181,13 +231,20 @@ pub enum FrameError {
 /// Encodes `message` as one frame.
 pub fn encode(message: &impl Serialize) -> Vec<u8> {
     let mut frame = Vec::with_capacity(256);
+    encode_into(&mut frame, message);
+    frame
+}
+
+/// Encodes `message` as one frame in `frame`, replacing what it held (the
+/// body is `frame[HEADER..]`).
+pub fn encode_into(frame: &mut Vec<u8>, message: &impl Serialize) {
+    frame.clear();
     frame.extend_from_slice(&MAGIC);
     frame.extend_from_slice(&[0; 4]);
     // Serialising these messages (strings, maps of JSON values) cannot fail.
-    serde_json::to_writer(&mut frame, message).expect("a protocol message serialises");
-    let length = u32::try_from(frame.len() - 6).unwrap_or(u32::MAX);
-    frame[2..6].copy_from_slice(&length.to_be_bytes());
-    frame
+    serde_json::to_writer(&mut *frame, message).expect("a protocol message serialises");
+    let length = u32::try_from(frame.len() - HEADER).unwrap_or(u32::MAX);
+    frame[2..HEADER].copy_from_slice(&length.to_be_bytes());
 }
 
 /// Writes `message` as one frame and flushes.
@@ -263,7 +320,7 @@ pub fn read_message<T: serde::de::DeserializeOwned>(input: &mut impl BufRead) ->
 
 /// The start of unexpected bytes, quoted, for an error message: up to the
 /// next frame, at most 60 bytes.
-fn preview(bytes: &[u8]) -> String {
+pub(crate) fn preview(bytes: &[u8]) -> String {
     let end = bytes.windows(2).skip(1).position(|w| w == MAGIC).map_or(bytes.len(), |at| at + 1);
     let shown = &bytes[..end.min(60)];
     let text = String::from_utf8_lossy(shown);

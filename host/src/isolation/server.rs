@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use super::protocol::{self, FrameError, FrameWriter, FromServer, Outcome, ToServer, PROTOCOL_VERSION};
+use super::protocol::{
+    self, FrameError, FrameWriter, FromServer, Outcome, SharedMemory, SharedMemoryOffer, ToServer,
+    PROTOCOL_VERSION,
+};
 use crate::config::Isolation;
 use crate::instantiate::{instantiate_with, BuildError};
 use crate::loader::{LoadError, LoadErrorKind};
@@ -44,11 +47,11 @@ pub fn serve(
         &mut output,
         &FromServer::Hello { protocol: PROTOCOL_VERSION, version: env!("CARGO_PKG_VERSION").into() },
     )?;
-    let (mut spec, base_dir, pinned) = match protocol::read_message::<ToServer<'static>>(&mut input) {
-        Ok(ToServer::Init { protocol, spec, base_dir, pinned_sha256, .. })
+    let (mut spec, base_dir, pinned, offer) = match protocol::read_message::<ToServer>(&mut input) {
+        Ok(ToServer::Init { protocol, spec, base_dir, pinned_sha256, shared_memory, .. })
             if protocol == PROTOCOL_VERSION =>
         {
-            (spec, base_dir, pinned_sha256)
+            (spec, base_dir, pinned_sha256, shared_memory)
         }
         Ok(ToServer::Init { protocol, .. }) => {
             let error = format!(
@@ -94,10 +97,15 @@ pub fn serve(
         }
     };
     let info = serde_json::to_value(&loaded.info).expect("provider info serialises");
-    protocol::write_message(&mut output, &FromServer::Ready { info })?;
+    let (region, shared_memory) = map_region(offer);
+    protocol::write_message(&mut output, &FromServer::Ready { info, shared_memory })?;
     tracing::debug!(provider = %loaded.provider.name(), "provider server ready");
 
-    let answers = FrameWriter::new(io::BufWriter::with_capacity(64 << 10, output));
+    let answers = Arc::new(FrameWriter::new(io::BufWriter::with_capacity(64 << 10, output)));
+    #[cfg(target_os = "linux")]
+    if let Some(region) = region {
+        super::shm::server::ServerLink::start(region, loaded.provider.clone(), answers.clone())?;
+    }
     let (done, outcome) = mpsc::channel();
     let workers = Arc::new(Workers {
         input: Mutex::new(input),
@@ -114,6 +122,22 @@ pub fn serve(
     outcome.recv().unwrap_or(Ok(()))
 }
 
+/// Maps the shared-memory region the host offered, if it did.
+#[cfg(target_os = "linux")]
+fn map_region(offer: Option<SharedMemoryOffer>) -> (Option<super::shm::region::Region>, SharedMemory) {
+    let Some(offer) = offer else { return (None, SharedMemory::NotOffered) };
+    match super::shm::region::Region::open(offer.fd) {
+        Ok(region) => (Some(region), SharedMemory::Mapped),
+        Err(reason) => (None, SharedMemory::Refused { reason }),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn map_region(offer: Option<SharedMemoryOffer>) -> (Option<()>, SharedMemory) {
+    let refused = || SharedMemory::Refused { reason: "shared memory is only used on Linux".into() };
+    (None, offer.map_or(SharedMemory::NotOffered, |_| refused()))
+}
+
 /// What the evaluation threads share. Each takes a turn at reading the
 /// next call, then evaluates it while another thread reads: a call goes
 /// from the pipe to the provider without a hand-over between threads. When
@@ -122,7 +146,7 @@ pub fn serve(
 /// [`MAX_SERVER_THREADS`].
 struct Workers<R, W: Write> {
     input: Mutex<R>,
-    answers: FrameWriter<W>,
+    answers: Arc<FrameWriter<W>>,
     provider: Arc<dyn GuardrailProvider>,
     /// Threads reading or waiting to read (not evaluating).
     reading: AtomicUsize,
@@ -149,7 +173,7 @@ impl<R: BufRead + Send + 'static, W: Write + Send + 'static> Workers<R, W> {
     /// Reads and answers calls until the input ends (`Ok`) or breaks.
     fn work(self: &Arc<Self>) -> Result<(), ServeError> {
         loop {
-            let message = protocol::read_message::<ToServer<'static>>(
+            let message = protocol::read_message::<ToServer>(
                 &mut *self.input.lock().unwrap_or_else(|e| e.into_inner()),
             );
             let (id, asynchronous, request) = match message {

@@ -102,6 +102,7 @@ class Provider:
         base_dir: str | None = None,
         program: str | None = None,
         command: list[str] | None = None,
+        transport: str | None = None,
         decision_cls: Callable[..., Any],
         reason_cls: Callable[..., Any],
         interrupt: Callable[[str, Any], BaseException],

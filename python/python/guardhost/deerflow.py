@@ -79,6 +79,8 @@ class GuardhostProvider:
     - ``isolation``: ``in_process`` (default) or ``process`` (a child
       process, whose crash or hang becomes a provider error);
     - ``timeout_ms``: give up on a call after this long (a provider error);
+    - ``transport``: with ``isolation: process``, ``shared_memory`` (the
+      default where it can be set up) or ``pipes``;
     - ``sha256``: the library's expected SHA-256 (hex);
     - ``allow_insecure_permissions``: load a library writable by others;
     - ``base_dir``: where relative paths (the library, path keys such as the
@@ -104,6 +106,7 @@ class GuardhostProvider:
         allow_insecure_permissions: bool = False,
         base_dir: str | os.PathLike[str] | None = None,
         framework: str | None = None,
+        transport: str | None = None,
     ) -> None:
         decision_cls, reason_cls = _decision_classes()
         config = dict(config or {})
@@ -122,6 +125,7 @@ class GuardhostProvider:
                 command=argv,
                 isolation=isolation,
                 timeout_ms=timeout_ms,
+                transport=transport,
                 sha256=sha256,
                 allow_insecure_permissions=bool(allow_insecure_permissions),
                 base_dir=base,

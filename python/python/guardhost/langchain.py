@@ -105,7 +105,7 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     mapping, as :func:`guardhost.load` takes), or from keyword arguments:
     ``use`` (a provider library) or ``command`` (a provider program, which
     runs with ``isolation: process``), ``provider_config``, ``fail_closed`` (default
-    true), ``passport``, ``isolation``, ``timeout_ms``, ``sha256``,
+    true), ``passport``, ``isolation``, ``transport``, ``timeout_ms``, ``sha256``,
     ``allow_insecure_permissions``; relative paths are taken from
     ``base_dir`` (default: the working directory). A config that leaves the
     guardrail out (``enabled: false``) gives a middleware that lets every
@@ -133,6 +133,7 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         sha256: str | None = None,
         allow_insecure_permissions: bool = False,
         base_dir: str | os.PathLike[str] | None = None,
+        transport: str | None = None,
     ) -> None:
         super().__init__()
         given = [what for what, value in (("config", config), ("use", use), ("command", command)) if value is not None]
@@ -148,6 +149,7 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 provider["isolation"] = isolation or "process"
             for key, value in (
                 ("isolation", isolation),
+                ("transport", transport),
                 ("timeout_ms", timeout_ms),
                 ("sha256", sha256),
             ):

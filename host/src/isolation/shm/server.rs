@@ -1,0 +1,280 @@
+//! The provider process's side of the shared-memory transport: a pool of
+//! threads that take posted requests, evaluate them and write the answers
+//! back.
+//!
+//! At most one thread spins, waiting for the next post; the others sleep on
+//! the server's bell. The host wakes a sleeper only when no thread spins or
+//! evaluates: a thread that evaluates takes the next request itself when it
+//! is done, so a fast provider under load keeps one thread busy and wakes
+//! no one. A thread that answers becomes the spinner if no one else is,
+//! before its answer is visible, so the caller's next post finds it
+//! spinning.
+//!
+//! A slow evaluation must not hold up the requests behind it: a watcher
+//! thread, armed while requests wait, looks every [`STALL`] whether any was
+//! taken since it last looked; if none was, it wakes a sleeper, or starts
+//! one more thread when none sleeps (up to
+//! [`MAX_SERVER_THREADS`](crate::isolation::server::MAX_SERVER_THREADS)).
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use super::message;
+use super::region::{self, Region};
+use super::spin::Spin;
+use super::state::{ANSWERED, ASYNC, PIPED, WAITING};
+use crate::isolation::protocol::{self, FrameWriter, FromServer, Outcome};
+use crate::isolation::server::MAX_SERVER_THREADS;
+use crate::provider::{evaluate_here, GuardrailProvider, ProviderFailure};
+
+/// How long requests may wait with none taken before the watcher brings
+/// another thread to them.
+pub const STALL: Duration = Duration::from_millis(1);
+
+/// The server's end of the region, and the pool that serves it.
+pub(crate) struct ServerLink<W: Write> {
+    region: Region,
+    provider: Arc<dyn GuardrailProvider>,
+    /// Where answers too large for a slot go.
+    pipe: Arc<FrameWriter<W>>,
+    spin: Spin,
+    threads: AtomicUsize,
+    /// Requests taken so far.
+    taken: AtomicU64,
+    /// Set while the watcher watches waiting requests.
+    watching: AtomicBool,
+    watcher: OnceLock<std::thread::Thread>,
+}
+
+impl<W: Write + Send + 'static> ServerLink<W> {
+    /// Starts serving `region` with two threads and the watcher.
+    pub(crate) fn start(
+        region: Region,
+        provider: Arc<dyn GuardrailProvider>,
+        pipe: Arc<FrameWriter<W>>,
+    ) -> io::Result<()> {
+        let link = Arc::new(ServerLink {
+            region,
+            provider,
+            pipe,
+            spin: Spin::default(),
+            threads: AtomicUsize::new(0),
+            taken: AtomicU64::new(0),
+            watching: AtomicBool::new(false),
+            watcher: OnceLock::new(),
+        });
+        let watcher = {
+            let link = link.clone();
+            std::thread::Builder::new().name("guardhost-shm-watch".into()).spawn(move || link.watch())?
+        };
+        let _ = link.watcher.set(watcher.thread().clone());
+        link.spawn()?;
+        link.spawn()
+    }
+
+    fn spawn(self: &Arc<Self>) -> io::Result<()> {
+        let n = self.threads.fetch_add(1, Ordering::SeqCst);
+        let link = self.clone();
+        let spawned =
+            std::thread::Builder::new().name(format!("guardhost-shm-{n}")).spawn(move || link.work());
+        if spawned.is_err() {
+            self.threads.fetch_sub(1, Ordering::SeqCst);
+        }
+        spawned.map(drop)
+    }
+
+    /// Serves requests for the life of the process (it ends when its input
+    /// from the host does).
+    fn work(self: Arc<Self>) {
+        let mut request = Vec::new();
+        let mut answer = Vec::new();
+        let mut spinner = false;
+        loop {
+            let slot = self.next(spinner);
+            spinner = self.answer(slot, &mut request, &mut answer);
+            self.region.control().server.busy.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Takes a posted request: spinning if `spinner` or no one else spins,
+    /// else sleeping.
+    fn next(&self, mut spinner: bool) -> usize {
+        let bell = &self.region.control().server;
+        loop {
+            if let Some(slot) = self.take() {
+                if spinner {
+                    bell.spinning.store(0, Ordering::SeqCst);
+                }
+                return slot;
+            }
+            if !spinner {
+                spinner = bell.spinning.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+            }
+            let found = if spinner {
+                self.spin.wait(None, || self.take(), |_| self.sleep(&mut spinner))
+            } else {
+                self.sleep(&mut spinner)
+            };
+            if let Some(slot) = found {
+                if spinner {
+                    bell.spinning.store(0, Ordering::SeqCst);
+                }
+                return slot;
+            }
+        }
+    }
+
+    /// Sleeps on the server's bell (no longer spinning), unless a request
+    /// is posted meanwhile; takes one if there is one when it wakes.
+    fn sleep(&self, spinner: &mut bool) -> Option<usize> {
+        let bell = &self.region.control().server;
+        let seen = bell.rings.load(Ordering::SeqCst);
+        bell.sleepers.fetch_add(1, Ordering::SeqCst);
+        if std::mem::take(spinner) {
+            bell.spinning.store(0, Ordering::SeqCst);
+        }
+        let found = self.take();
+        if found.is_none() {
+            region::wait(&bell.rings, seen, None);
+        }
+        bell.sleepers.fetch_sub(1, Ordering::SeqCst);
+        found.or_else(|| self.take())
+    }
+
+    /// Claims one posted request: clears its bit (the claim), counts this
+    /// thread busy (before it stops spinning or sleeping, so the host never
+    /// sees the pool idle while a request is being taken), has the watcher
+    /// watch, and returns its slot.
+    fn take(&self) -> Option<usize> {
+        let control = self.region.control();
+        for (w, word) in control.posted.iter().enumerate() {
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits != 0 {
+                let bit = bits & bits.wrapping_neg();
+                let before = word.fetch_and(!bit, Ordering::AcqRel);
+                if before & bit != 0 {
+                    control.server.busy.fetch_add(1, Ordering::SeqCst);
+                    self.taken.fetch_add(1, Ordering::Relaxed);
+                    // The host does not wake a sleeper for what it posts
+                    // while a thread is busy: the watcher watches instead.
+                    self.arm();
+                    return Some(w * 64 + bit.trailing_zeros() as usize);
+                }
+                bits = before & !bit;
+            }
+        }
+        None
+    }
+
+    /// Whether a request is posted and not taken.
+    fn waiting(&self) -> bool {
+        self.region.control().posted.iter().any(|word| word.load(Ordering::SeqCst) != 0)
+    }
+
+    /// Has the watcher watch, if it does not already (a wake-up at most
+    /// once per [`STALL`] while threads are busy).
+    fn arm(&self) {
+        if !self.watching.swap(true, Ordering::SeqCst) {
+            if let Some(watcher) = self.watcher.get() {
+                watcher.unpark();
+            }
+        }
+    }
+
+    /// The watcher: while threads are busy or requests wait, looks every
+    /// [`STALL`] whether requests wait and none was taken meanwhile; if so,
+    /// brings a thread to them.
+    fn watch(self: Arc<Self>) {
+        let bell = &self.region.control().server;
+        let idle = || bell.busy.load(Ordering::SeqCst) == 0 && !self.waiting();
+        loop {
+            std::thread::park();
+            while self.watching.load(Ordering::SeqCst) {
+                let before = self.taken.load(Ordering::Relaxed);
+                std::thread::sleep(STALL);
+                if idle() {
+                    self.watching.store(false, Ordering::SeqCst);
+                    // A thread that took a request meanwhile found the
+                    // watcher armed and did not wake it: look again.
+                    if !idle() {
+                        self.watching.store(true, Ordering::SeqCst);
+                    }
+                    continue;
+                }
+                if !self.waiting() || self.taken.load(Ordering::Relaxed) != before {
+                    continue;
+                }
+                let threads = self.threads.load(Ordering::SeqCst);
+                if bell.sleepers.load(Ordering::SeqCst) > 0 {
+                    region::wake(&bell.rings, 1);
+                } else if bell.busy.load(Ordering::SeqCst) as usize >= threads && threads < MAX_SERVER_THREADS
+                {
+                    // Every thread is evaluating (none merely waits for a
+                    // CPU while spinning or waking up): one more.
+                    if let Err(error) = self.spawn() {
+                        tracing::warn!("cannot start another shared-memory thread: {error}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Evaluates the request in `slot` and answers it; whether this thread
+    /// became the spinner.
+    fn answer(&self, slot: usize, request: &mut Vec<u8>, answer: &mut Vec<u8>) -> bool {
+        let control = self.region.control();
+        let length = control.lengths[slot].load(Ordering::Acquire) as usize;
+        request.clear();
+        let decoded = if self.region.read(slot, length, request) {
+            message::decode_request(request)
+        } else {
+            Err(format!("a request of {length} bytes, more than a slot holds"))
+        };
+        let (id, evaluation) = match decoded {
+            Ok((id, asynchronous, request)) => (id, evaluate_here(&*self.provider, &request, asynchronous)),
+            // The host never posts such a thing; its call fails rather than
+            // the server.
+            Err(error) => (
+                u64::MAX,
+                Err(ProviderFailure::error(format!(
+                    "the provider process could not read the request in shared memory: {error}"
+                ))),
+            ),
+        };
+        message::encode_answer(answer, &evaluation);
+        let phase = if self.region.write(slot, 0, answer) {
+            control.lengths[slot].store(answer.len() as u32, Ordering::Relaxed);
+            ANSWERED
+        } else {
+            let frame = protocol::encode(&FromServer::Answer { id, outcome: Outcome::from(evaluation) });
+            if let Err(error) = self.pipe.send(frame) {
+                // The host is gone; this process ends with its input.
+                tracing::debug!("cannot send an answer over the pipe: {error}");
+            }
+            PIPED
+        };
+        let bell = &control.server;
+        let spinner = bell.spinning.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+        let word = &control.states[slot];
+        let before = word.swap(phase, Ordering::SeqCst);
+        if before & WAITING != 0 {
+            region::wake(word, 1);
+        }
+        if before & ASYNC != 0 {
+            control.answered[slot / 64].fetch_or(1 << (slot % 64), Ordering::SeqCst);
+            let host = &control.host;
+            host.rings.fetch_add(1, Ordering::SeqCst);
+            // The collector, if asleep, is woken once for all the answers
+            // that come before it looks, and only once no request waits:
+            // while the host posts, its callers sweep the answers
+            // themselves, and the answers to requests still waiting come
+            // after this one.
+            if !self.waiting() && host.sleepers.swap(0, Ordering::SeqCst) != 0 {
+                region::wake(&host.rings, 1);
+            }
+        }
+        spinner
+    }
+}
