@@ -118,14 +118,15 @@ impl HostLink {
         control.posted[slot / 64].fetch_or(1 << (slot % 64), Ordering::SeqCst);
         let server = &control.server;
         server.rings.fetch_add(1, Ordering::SeqCst);
-        // A spinning server thread sees the post, and an evaluating one
-        // looks for it when it is done (the server's watcher brings another
-        // thread if that takes long); otherwise wake a sleeper.
-        if server.spinning.load(Ordering::SeqCst) == 0
-            && server.busy.load(Ordering::SeqCst) == 0
-            && server.sleepers.load(Ordering::SeqCst) > 0
-        {
-            region::wake(&server.rings, 1);
+        // A spinning server thread sees the post. An evaluating one looks
+        // for it when it is done, and the server's watcher brings another
+        // thread if that takes long. Otherwise wake a sleeper.
+        if server.spinning.load(Ordering::SeqCst) == 0 {
+            if server.busy.load(Ordering::SeqCst) > 0 {
+                control.watch.arm();
+            } else if server.sleepers.load(Ordering::SeqCst) > 0 {
+                region::wake(&server.rings, 1);
+            }
         }
         // The collector must look at this deadline in time: it does unless
         // it sleeps past it (no async call was in flight when it slept).

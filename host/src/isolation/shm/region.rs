@@ -66,6 +66,26 @@ pub(crate) struct Bell {
     pub(crate) busy: AtomicU32,
 }
 
+/// The server's watcher of waiting requests (see `super::server`).
+#[repr(C)]
+pub(crate) struct Watch {
+    /// Set while the watcher watches; whoever sets it wakes the watcher.
+    pub(crate) watching: AtomicU32,
+    /// The watcher's futex word, bumped to wake it.
+    pub(crate) rings: AtomicU32,
+}
+
+impl Watch {
+    /// Has the watcher watch, if it does not already: one wake-up, at
+    /// most once per watch.
+    pub(crate) fn arm(&self) {
+        if self.watching.swap(1, Ordering::SeqCst) == 0 {
+            self.rings.fetch_add(1, Ordering::SeqCst);
+            wake(&self.rings, 1);
+        }
+    }
+}
+
 /// The start of the region. Atomics only (see the module's notes).
 #[repr(C)]
 pub(crate) struct Control {
@@ -76,6 +96,9 @@ pub(crate) struct Control {
     pub(crate) server: Line<Bell>,
     /// The host's bell: rung by the server when it answers an async call.
     pub(crate) host: Line<Bell>,
+    /// Armed by the host when it posts to a busy pool with no spinner, and
+    /// by a server thread that takes a request and leaves others waiting.
+    pub(crate) watch: Line<Watch>,
     /// Slots whose request is posted and not yet taken (bit `i` of word
     /// `i / 64`): set by the host, cleared by the server thread taking it.
     pub(crate) posted: Line<[AtomicU64; WORDS]>,

@@ -11,14 +11,18 @@
 //! spinning.
 //!
 //! A slow evaluation must not hold up the requests behind it: a watcher
-//! thread, armed while requests wait, looks every [`STALL`] whether any was
-//! taken since it last looked; if none was, it wakes a sleeper, or starts
-//! one more thread when none sleeps (up to
+//! thread, armed when a request is posted to a pool whose threads are busy
+//! and none spins (by the host), or left waiting by a thread that takes
+//! another (by that thread), looks every [`STALL`] whether requests wait
+//! and none was taken since it last looked; if so, it wakes a sleeper, or
+//! starts one more thread when every thread is busy (up to
 //! [`MAX_SERVER_THREADS`](crate::isolation::server::MAX_SERVER_THREADS)).
+//! It goes back to sleep once no request waits. Calls one at a time never
+//! arm it: a spinner takes each.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::message;
@@ -43,9 +47,6 @@ pub(crate) struct ServerLink<W: Write> {
     threads: AtomicUsize,
     /// Requests taken so far.
     taken: AtomicU64,
-    /// Set while the watcher watches waiting requests.
-    watching: AtomicBool,
-    watcher: OnceLock<std::thread::Thread>,
 }
 
 impl<W: Write + Send + 'static> ServerLink<W> {
@@ -62,14 +63,11 @@ impl<W: Write + Send + 'static> ServerLink<W> {
             spin: Spin::default(),
             threads: AtomicUsize::new(0),
             taken: AtomicU64::new(0),
-            watching: AtomicBool::new(false),
-            watcher: OnceLock::new(),
         });
-        let watcher = {
+        {
             let link = link.clone();
-            std::thread::Builder::new().name("guardhost-shm-watch".into()).spawn(move || link.watch())?
-        };
-        let _ = link.watcher.set(watcher.thread().clone());
+            std::thread::Builder::new().name("guardhost-shm-watch".into()).spawn(move || link.watch())?;
+        }
         link.spawn()?;
         link.spawn()
     }
@@ -146,7 +144,7 @@ impl<W: Write + Send + 'static> ServerLink<W> {
     /// Claims one posted request: clears its bit (the claim), counts this
     /// thread busy (before it stops spinning or sleeping, so the host never
     /// sees the pool idle while a request is being taken), has the watcher
-    /// watch, and returns its slot.
+    /// watch the requests it leaves waiting, and returns its slot.
     fn take(&self) -> Option<usize> {
         let control = self.region.control();
         for (w, word) in control.posted.iter().enumerate() {
@@ -157,9 +155,11 @@ impl<W: Write + Send + 'static> ServerLink<W> {
                 if before & bit != 0 {
                     control.server.busy.fetch_add(1, Ordering::SeqCst);
                     self.taken.fetch_add(1, Ordering::Relaxed);
-                    // The host does not wake a sleeper for what it posts
-                    // while a thread is busy: the watcher watches instead.
-                    self.arm();
+                    // Others left waiting behind this one, posted while a
+                    // thread spun (so the host armed nothing): watch them.
+                    if before & !bit != 0 || self.waiting() {
+                        control.watch.arm();
+                    }
                     return Some(w * 64 + bit.trailing_zeros() as usize);
                 }
                 bits = before & !bit;
@@ -173,49 +173,40 @@ impl<W: Write + Send + 'static> ServerLink<W> {
         self.region.control().posted.iter().any(|word| word.load(Ordering::SeqCst) != 0)
     }
 
-    /// Has the watcher watch, if it does not already (a wake-up at most
-    /// once per [`STALL`] while threads are busy).
-    fn arm(&self) {
-        if !self.watching.swap(true, Ordering::SeqCst) {
-            if let Some(watcher) = self.watcher.get() {
-                watcher.unpark();
-            }
-        }
-    }
-
-    /// The watcher: while threads are busy or requests wait, looks every
-    /// [`STALL`] whether requests wait and none was taken meanwhile; if so,
-    /// brings a thread to them.
+    /// The watcher: while requests wait, looks every [`STALL`] whether
+    /// any was taken meanwhile; if none was, brings a thread to them.
     fn watch(self: Arc<Self>) {
-        let bell = &self.region.control().server;
-        let idle = || bell.busy.load(Ordering::SeqCst) == 0 && !self.waiting();
+        let control = self.region.control();
+        let watch = &control.watch;
+        let bell = &control.server;
         loop {
-            std::thread::park();
-            while self.watching.load(Ordering::SeqCst) {
-                let before = self.taken.load(Ordering::Relaxed);
-                std::thread::sleep(STALL);
-                if idle() {
-                    self.watching.store(false, Ordering::SeqCst);
-                    // A thread that took a request meanwhile found the
-                    // watcher armed and did not wake it: look again.
-                    if !idle() {
-                        self.watching.store(true, Ordering::SeqCst);
-                    }
-                    continue;
+            let seen = watch.rings.load(Ordering::SeqCst);
+            if watch.watching.load(Ordering::SeqCst) == 0 {
+                region::wait(&watch.rings, seen, None);
+                continue;
+            }
+            let before = self.taken.load(Ordering::Relaxed);
+            std::thread::sleep(STALL);
+            if !self.waiting() {
+                watch.watching.store(0, Ordering::SeqCst);
+                // A post that found the watcher armed did not arm it again:
+                // look once more.
+                if self.waiting() {
+                    watch.watching.store(1, Ordering::SeqCst);
                 }
-                if !self.waiting() || self.taken.load(Ordering::Relaxed) != before {
-                    continue;
-                }
-                let threads = self.threads.load(Ordering::SeqCst);
-                if bell.sleepers.load(Ordering::SeqCst) > 0 {
-                    region::wake(&bell.rings, 1);
-                } else if bell.busy.load(Ordering::SeqCst) as usize >= threads && threads < MAX_SERVER_THREADS
-                {
-                    // Every thread is evaluating (none merely waits for a
-                    // CPU while spinning or waking up): one more.
-                    if let Err(error) = self.spawn() {
-                        tracing::warn!("cannot start another shared-memory thread: {error}");
-                    }
+                continue;
+            }
+            if self.taken.load(Ordering::Relaxed) != before {
+                continue;
+            }
+            let threads = self.threads.load(Ordering::SeqCst);
+            if bell.sleepers.load(Ordering::SeqCst) > 0 {
+                region::wake(&bell.rings, 1);
+            } else if bell.busy.load(Ordering::SeqCst) as usize >= threads && threads < MAX_SERVER_THREADS {
+                // Every thread is evaluating (none merely waits for a CPU
+                // while spinning or waking up): one more.
+                if let Err(error) = self.spawn() {
+                    tracing::warn!("cannot start another shared-memory thread: {error}");
                 }
             }
         }
