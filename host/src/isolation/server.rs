@@ -198,3 +198,19 @@ impl<R: BufRead + Send + 'static, W: Write + Send + 'static> Workers<R, W> {
         }
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_region_the_server_cannot_map_is_refused_saying_why_and_calls_take_the_pipes() {
+        assert_eq!(map_region(None).1, SharedMemory::NotOffered);
+        let (region, answer) = map_region(Some(SharedMemoryOffer { fd: -1 }));
+        assert!(region.is_none());
+        match answer {
+            SharedMemory::Refused { reason } => assert!(reason.contains("not a file descriptor"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
