@@ -56,13 +56,16 @@
 //! - [`reload`]: hot reload of the config file and the provider library;
 //! - [`conformance`]: the conformance kit for provider libraries;
 //! - [`request`]: tool calls, tool messages, requests and decisions;
-//! - [`jsonl`]: the JSON-lines input of `guardhost run`.
+//! - [`jsonl`]: the JSON-lines input of `guardhost run`;
+//! - [`answer`]: what a decided call is answered with (`run`'s output
+//!   lines, the server's responses).
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // `unsafe` is allowed in three modules only: `loader`, `c_provider` and
 // `isolation::shm::region`.
 #![deny(unsafe_code)]
 
+pub mod answer;
 pub mod audit;
 pub mod c_provider;
 pub mod config;

@@ -3,8 +3,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use guardhost::{async_handler, ToolCall, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus};
+use guardhost::{async_handler, ToolCall, ToolCallError, ToolCallRequest};
 use serde_json::{json, Map, Value};
+
+use guardhost::answer::dry_run;
 
 use super::{load_guardrail, CliError};
 
@@ -38,21 +40,6 @@ fn json_object(flag: &str, text: &str) -> Result<Map<String, Value>, CliError> {
         Err(e) => Err(CliError::Usage(format!(
             "--{flag} is not valid JSON ({e}); pass a JSON object such as '{{}}'"
         ))),
-    }
-}
-
-/// What the handler of an allowed call returns: nothing runs, it says so.
-pub fn dry_run(call: &ToolCall) -> ToolMessage {
-    let name = call.name.as_deref().unwrap_or("unknown_tool");
-    ToolMessage {
-        // The map's compact JSON, as `Value::Object` would print it (no copy).
-        content: format!(
-            "dry run: tool '{name}' allowed; would run with args {}",
-            serde_json::to_string(&call.args).unwrap_or_default()
-        ),
-        tool_call_id: call.id.clone().unwrap_or_else(|| "missing_id".to_owned()),
-        name: Some(name.to_owned()),
-        status: ToolStatus::Success,
     }
 }
 

@@ -9,19 +9,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use guardhost::middleware::denied_message;
+use guardhost::answer::{self, Counts, Handled, OutputFormat};
+use guardhost::jsonl::parse_line;
 use guardhost::{
-    Guardrail, GuardrailDecision, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderInfo,
-    ProviderSource, Reloader, ToolCall, ToolCallError, ToolCallRequest,
+    Guardrail, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderInfo, ProviderSource, Reloader,
+    ToolCallRequest,
 };
 
-use guardhost::jsonl::parse_line;
-
-mod answer;
-
-use super::eval::dry_run;
 use super::{load_guardrail, CliError};
-use answer::{Counts, Handled, OutputFormat};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -68,15 +63,11 @@ impl CallPath {
     }
 
     /// Decides one call (the provider's `evaluate`, or its `aevaluate` on
-    /// the runtime): the decision and whether the provider failed.
-    fn decide(
-        &self,
-        middleware: &GuardrailMiddleware,
-        call: &ToolCallRequest,
-    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
+    /// the runtime) and says what became of it.
+    fn decide(&self, middleware: Option<&GuardrailMiddleware>, call: ToolCallRequest) -> Handled {
         match self {
-            CallPath::Sync => middleware.decide(call),
-            CallPath::Async { runtime } => runtime.block_on(middleware.adecide(call)),
+            CallPath::Sync => answer::decide(middleware, call),
+            CallPath::Async { runtime } => runtime.block_on(answer::adecide(middleware, call)),
         }
     }
 }
@@ -94,39 +85,6 @@ fn flush_before_asking(guardrail: &Guardrail) -> bool {
 
 fn flush_before_asking_provider(info: &ProviderInfo) -> bool {
     !(matches!(info.source, ProviderSource::Builtin { .. }) && info.isolation == Isolation::InProcess)
-}
-
-/// Answers one parsed call: the denial, or the dry run's message (what the
-/// wrapping paths would answer; the dry-run handler never fails).
-fn answer(
-    middleware: Option<&GuardrailMiddleware>,
-    path: &CallPath,
-    number: u64,
-    call: ToolCallRequest,
-) -> Handled {
-    let Some(middleware) = middleware else {
-        let message = dry_run(&call.tool_call);
-        let ToolCall { id, name, .. } = call.tool_call;
-        return Handled::Decided { id, name, decision: None, provider_error: false, message };
-    };
-    let decided = path.decide(middleware, &call);
-    let ToolCall { id, name, .. } = &call.tool_call;
-    match decided {
-        Ok((decision, provider_error)) => {
-            let message = if decision.allow {
-                dry_run(&call.tool_call)
-            } else {
-                denied_message(&call.tool_call, &decision)
-            };
-            let ToolCall { id, name, .. } = call.tool_call;
-            Handled::Decided { id, name, decision: Some(decision), provider_error, message }
-        }
-        Err(ToolCallError::Interrupt(interrupt)) => {
-            eprintln!("guardhost: line {number}: the provider raised an interrupt: {}", interrupt.message);
-            Handled::Interrupted { id: id.clone(), name: name.clone(), interrupt }
-        }
-        Err(error) => Handled::Failed { id: id.clone(), name: name.clone(), error },
-    }
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
@@ -214,8 +172,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
                     out.flush().map_err(write_error)?;
                 }
                 super::exit_guard::deciding_line(number);
-                let handled = answer(middleware, &path, number, call);
+                let handled = path.decide(middleware, call);
                 super::exit_guard::deciding_line(0);
+                if let Handled::Interrupted { interrupt, .. } = &handled {
+                    eprintln!(
+                        "guardhost: line {number}: the provider raised an interrupt: {}",
+                        interrupt.message
+                    );
+                }
                 handled
             }
             Err(message) => {

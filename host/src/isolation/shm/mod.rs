@@ -1,17 +1,17 @@
 //! The shared-memory transport of `isolation: process` (Linux): calls and
 //! answers pass through a memory region both processes map, instead of the
 //! pipes, and each side spins briefly before it sleeps on a futex
-//! ([`spin`]). The pipes stay: they carry the handshake, any request or
+//! (`spin`). The pipes stay: they carry the handshake, any request or
 //! answer too large for a slot, and the end of the connection (the host
 //! learns of the provider process's death when its output closes, the
 //! process of the host's when its input does).
 //!
-//! - [`region`]: the region's layout and mapping (the `unsafe` part);
-//! - [`spin`]: spinning, then sleeping;
-//! - [`message`]: what a slot holds;
-//! - [`host`]: the host's side, used by
+//! - `region`: the region's layout and mapping (the `unsafe` part);
+//! - `spin`: spinning, then sleeping;
+//! - `message`: what a slot holds;
+//! - `host`: the host's side, used by
 //!   [`ProcessProvider`](super::ProcessProvider);
-//! - [`server`]: the provider process's side.
+//! - `server`: the provider process's side.
 //!
 //! A call takes a free slot (host-side bookkeeping: the provider process
 //! cannot touch it), writes its request there, marks the slot posted and

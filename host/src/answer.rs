@@ -1,14 +1,21 @@
-//! What `guardhost run` answers each input line with, in its two output
-//! formats: `messages` (the tool message the agent would read) and
-//! `decisions` (one self-describing JSON object a line, for a program that
-//! drives guardhost as a co-process). `docs/protocol.md` documents both.
+//! What a decided tool call is answered with, in the two formats `guardhost
+//! run` writes and `guardhost-server` returns: `messages` (the tool message
+//! the agent would read) and `decisions` (one self-describing JSON object a
+//! call, for a program that drives guardhost from another process).
+//! `docs/protocol.md` documents both.
 
-use guardhost::{GuardrailDecision, GuardrailReason, Interrupt, ToolCallError, ToolMessage};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// `--output`: how each input line is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+use crate::middleware::{denied_message, GuardrailMiddleware};
+use crate::request::{
+    GuardrailDecision, GuardrailReason, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
+};
+use crate::{Interrupt, ToolCallError};
+
+/// How each call is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum OutputFormat {
     /// One tool message a line (what the agent would read), or
     /// {"type": "interrupt", ...}.
@@ -19,15 +26,18 @@ pub enum OutputFormat {
     Decisions,
 }
 
-/// What became of one input line, before it is written in either format.
+/// What became of one call (an input line of `run`, a request to the
+/// server), before it is written in either format.
 #[derive(Debug)]
 pub enum Handled {
-    /// The line is a tool call that got an answer: a decision by the
-    /// guardrail, or none (`decision: None`) when no guardrail is installed.
+    /// The call got an answer: a decision by the guardrail, or none
+    /// (`decision: None`) when no guardrail is installed.
     Decided {
-        /// The call's id and name, as the line had them.
+        /// The call's id, as the call had it.
         id: Option<String>,
+        /// The call's tool name, as the call had it.
         name: Option<String>,
+        /// What the guardrail decided.
         decision: Option<GuardrailDecision>,
         /// Whether the provider failed (the decision is then the
         /// middleware's fail-closed or fail-open one).
@@ -35,23 +45,40 @@ pub enum Handled {
         /// The tool message the call gets (denial, or the dry run's success).
         message: ToolMessage,
     },
-    /// The line is not a usable tool call (not UTF-8, not JSON, ...).
+    /// Not a usable tool call (not UTF-8, not JSON, ...).
     Malformed {
+        /// The call's id, when it could be read.
         id: Option<String>,
+        /// The call's tool name, when it could be read.
         name: Option<String>,
-        /// The error tool message that `--output messages` writes.
+        /// The error tool message that the `messages` format writes.
         message: ToolMessage,
     },
-    /// The line is a tool call the middleware could not take (an unusable
-    /// context, such as `authz_attributes` not a mapping).
-    Failed { id: Option<String>, name: Option<String>, error: ToolCallError },
+    /// A tool call the middleware could not take (an unusable context,
+    /// such as `authz_attributes` not a mapping).
+    Failed {
+        /// The call's id.
+        id: Option<String>,
+        /// The call's tool name.
+        name: Option<String>,
+        /// Why.
+        error: ToolCallError,
+    },
     /// The provider raised a control-flow signal: not a decision.
-    Interrupted { id: Option<String>, name: Option<String>, interrupt: Interrupt },
+    Interrupted {
+        /// The call's id.
+        id: Option<String>,
+        /// The call's tool name.
+        name: Option<String>,
+        /// What the provider said.
+        interrupt: Interrupt,
+    },
 }
 
-/// The tally behind the stderr summary and the exit code.
+/// The tally behind `run`'s stderr summary and exit code.
 #[derive(Debug, Default)]
 pub struct Counts {
+    /// Calls (lines) answered.
     pub lines: u64,
     /// Decided by the policy (or no guardrail installed): allowed.
     pub allowed: u64,
@@ -66,10 +93,12 @@ pub struct Counts {
     pub failed_closed: u64,
     /// Of `provider_errors`: allowed (`fail_closed: false`).
     pub failed_open: u64,
+    /// Interrupts raised by the provider.
     pub interrupts: u64,
 }
 
 impl Counts {
+    /// Counts one answered call.
     pub fn add(&mut self, handled: &Handled) {
         self.lines += 1;
         match handled {
@@ -131,6 +160,67 @@ impl Counts {
     }
 }
 
+/// What an allowed call's dry run answers: the handler `run`, `eval` and
+/// the server stand in for the tool with.
+pub fn dry_run(call: &ToolCall) -> ToolMessage {
+    let name = call.name.as_deref().unwrap_or("unknown_tool");
+    ToolMessage {
+        // The map's compact JSON, as `Value::Object` would print it (no copy).
+        content: format!(
+            "dry run: tool '{name}' allowed; would run with args {}",
+            serde_json::to_string(&call.args).unwrap_or_default()
+        ),
+        tool_call_id: call.id.clone().unwrap_or_else(|| "missing_id".to_owned()),
+        name: Some(name.to_owned()),
+        status: ToolStatus::Success,
+    }
+}
+
+/// What became of `call`, given what the middleware decided about it
+/// (`None`: no guardrail is installed, and the call runs): the denial, or
+/// the dry run's message (what the wrapping paths would answer).
+pub fn handled(
+    call: ToolCallRequest,
+    decided: Option<Result<(GuardrailDecision, bool), ToolCallError>>,
+) -> Handled {
+    let Some(decided) = decided else {
+        let message = dry_run(&call.tool_call);
+        let ToolCall { id, name, .. } = call.tool_call;
+        return Handled::Decided { id, name, decision: None, provider_error: false, message };
+    };
+    let ToolCall { id, name, .. } = &call.tool_call;
+    match decided {
+        Ok((decision, provider_error)) => {
+            let message = if decision.allow {
+                dry_run(&call.tool_call)
+            } else {
+                denied_message(&call.tool_call, &decision)
+            };
+            let ToolCall { id, name, .. } = call.tool_call;
+            Handled::Decided { id, name, decision: Some(decision), provider_error, message }
+        }
+        Err(ToolCallError::Interrupt(interrupt)) => {
+            Handled::Interrupted { id: id.clone(), name: name.clone(), interrupt }
+        }
+        Err(error) => Handled::Failed { id: id.clone(), name: name.clone(), error },
+    }
+}
+
+/// Decides `call` on the sync path and says what became of it.
+pub fn decide(middleware: Option<&GuardrailMiddleware>, call: ToolCallRequest) -> Handled {
+    let decided = middleware.map(|middleware| middleware.decide(&call));
+    handled(call, decided)
+}
+
+/// Decides `call` on the async path and says what became of it.
+pub async fn adecide(middleware: Option<&GuardrailMiddleware>, call: ToolCallRequest) -> Handled {
+    let decided = match middleware {
+        Some(middleware) => Some(middleware.adecide(&call).await),
+        None => None,
+    };
+    handled(call, decided)
+}
+
 /// The `problem` part of a `guardhost: line N: problem` error message.
 fn problem(number: u64, content: &str) -> &str {
     content.strip_prefix(&format!("guardhost: line {number}: ")).unwrap_or(content)
@@ -138,7 +228,7 @@ fn problem(number: u64, content: &str) -> &str {
 
 /// The error tool message for a call the middleware could not take.
 fn failed_message(number: u64, error: &ToolCallError, id: Option<&str>, name: Option<&str>) -> ToolMessage {
-    guardhost::jsonl::line_error(number, &error.to_string(), id, name)
+    crate::jsonl::line_error(number, &error.to_string(), id, name)
 }
 
 // ---------------------------------------------------------------- messages
@@ -169,9 +259,13 @@ struct InterruptLine<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
+    /// The call may run.
     Allow,
+    /// The call is denied (by the policy, or by `fail_closed`).
     Deny,
+    /// No decision: a malformed call, one the middleware could not take.
     Error,
+    /// The provider raised an interrupt.
     Interrupt,
 }
 
@@ -230,7 +324,8 @@ struct InterruptField<'a> {
     payload: &'a Value,
 }
 
-/// Writes the answer to line `number` in `format`, without the newline.
+/// Writes the answer to call `number` (its line, or its place in a batch)
+/// in `format`, without a newline.
 pub fn write(
     out: &mut impl std::io::Write,
     format: OutputFormat,
