@@ -67,6 +67,16 @@ enum Command {
     /// stream of DeerFlow tool calls through the configured provider; p50 /
     /// p99 / max per call, calls per second, peak memory.
     Bench(bench::BenchArgs),
+    /// Serve the guardrail over HTTP/JSON (runs `guardhost-server`, which
+    /// must be beside this executable; `guardhost serve --help` lists its
+    /// options): POST /v1/decide, /v1/decide/batch; GET /healthz, /readyz,
+    /// /metrics, /openapi.json.
+    #[command(disable_help_flag = true)]
+    Serve {
+        /// The options of `guardhost-server`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "OPTIONS")]
+        options: Vec<std::ffi::OsString>,
+    },
     /// Serve one provider to a host over stdin/stdout (what
     /// `isolation: process` starts; not for interactive use).
     #[command(hide = true)]
@@ -126,7 +136,7 @@ pub fn main() -> ExitCode {
         Command::Eval(_) => Some(exit_guard::arm(exit_guard::Armed::Eval)),
         Command::Run(_) => Some(exit_guard::arm(exit_guard::Armed::Run)),
         Command::Conformance(_) | Command::Bench(_) => Some(exit_guard::arm(exit_guard::Armed::Other)),
-        Command::ProviderServer => None,
+        Command::ProviderServer | Command::Serve { .. } => None,
     };
     let result = match cli.command {
         Command::Check { config } => check::run(config.as_deref()),
@@ -135,6 +145,7 @@ pub fn main() -> ExitCode {
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
         Command::ProviderServer => server::run(),
+        Command::Serve { options } => serve(options),
     };
     match result {
         Ok(code) => code,
@@ -142,6 +153,44 @@ pub fn main() -> ExitCode {
             eprintln!("guardhost: error: {error}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The environment variable naming the `guardhost-server` executable that
+/// `guardhost serve` runs, when it is not beside this one.
+const SERVER_BIN_ENV: &str = "GUARDHOST_SERVER_BIN";
+
+/// `guardhost serve`: replaces this process with `guardhost-server`, found
+/// beside this executable (or named by `$GUARDHOST_SERVER_BIN`).
+fn serve(options: Vec<std::ffi::OsString>) -> Result<ExitCode, CliError> {
+    let program = match std::env::var_os(SERVER_BIN_ENV) {
+        Some(path) => PathBuf::from(path),
+        None => std::env::current_exe()
+            .map_err(|source| CliError::Io { what: "cannot find this executable".into(), source })?
+            .with_file_name(format!("guardhost-server{}", std::env::consts::EXE_SUFFIX)),
+    };
+    if !program.is_file() {
+        return Err(CliError::Usage(format!(
+            "`guardhost serve` runs guardhost-server, and there is none at {}: build it with `cargo build \
+             --release -p guardhost-server` (it lands beside guardhost), install it with `cargo install --path \
+             server`, or set {SERVER_BIN_ENV} to its path",
+            program.display()
+        )));
+    }
+    let mut command = std::process::Command::new(&program);
+    command.args(options);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let error = command.exec();
+        Err(CliError::Io { what: format!("cannot run {}", program.display()), source: error })
+    }
+    #[cfg(not(unix))]
+    {
+        let status = command
+            .status()
+            .map_err(|source| CliError::Io { what: format!("cannot run {}", program.display()), source })?;
+        Ok(ExitCode::from(status.code().unwrap_or(2).clamp(0, 255) as u8))
     }
 }
 

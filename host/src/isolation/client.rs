@@ -34,6 +34,16 @@ pub const ASYNC_SPIN: Duration = Duration::from_micros(20);
 /// providers in, for programs that embed the host library.
 pub const SERVER_ENV: &str = "GUARDHOST_BIN";
 
+/// Provider processes restarted by this process so far.
+static RESTARTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many provider processes this process has restarted (after a crash,
+/// an exit, a kill for a timeout or garbage), all providers together: for
+/// metrics.
+pub fn restarts() -> u64 {
+    RESTARTS.load(Ordering::Relaxed)
+}
+
 /// The wait before restart attempt `failures` (1 for the first failure in a
 /// row): none for the first, then 100 ms doubling up to [`MAX_BACKOFF`].
 pub fn backoff(failures: u32) -> Duration {
@@ -1134,6 +1144,7 @@ fn supervise(shared: Weak<Shared>, events: mpsc::Receiver<Event>, sender: mpsc::
             }
             match shared.launch(&sender) {
                 Ok((connection, _)) => {
+                    RESTARTS.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(provider = %shared.name, pid = connection.pid, "provider process restarted");
                     if !shared.set_state(State::Running(connection.clone())) {
                         connection.close();

@@ -28,5 +28,5 @@ pub mod server;
 #[cfg(target_os = "linux")]
 pub mod shm;
 
-pub use client::{server_program, ProcessProvider};
+pub use client::{restarts, server_program, ProcessProvider};
 pub use server::{serve, ServeError};

@@ -1,0 +1,186 @@
+//! `guardhost-server` (also `guardhost serve`): the configured guardrail as
+//! an HTTP/JSON decision service. docs/server.md is its guide.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use guardhost::{install, LoadedConfig, Reloader};
+use guardhost_server::options::DEFAULT_LISTEN;
+use guardhost_server::{Listen, Metrics, Options, Server, Service, Source};
+
+/// How often --watch looks at the config file and the provider's library.
+const WATCH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// guardhost-server: asks the configured guardrail, over HTTP, whether a
+/// tool call may run.
+#[derive(Debug, Parser)]
+#[command(name = "guardhost-server", version, about, after_help = AFTER_HELP)]
+struct Args {
+    /// A DeerFlow-style config.yaml (its `guardrails:` section is used) or a
+    /// file whose top level is that section. Default: the embedded default
+    /// config (the built-in allowlist, denying bash, write_file and
+    /// str_replace).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The TCP address to listen on; port 0 lets the system choose (the
+    /// address is printed).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, conflicts_with = "unix")]
+    listen: std::net::SocketAddr,
+    /// Listen on a Unix socket at this path instead.
+    #[arg(long, value_name = "PATH")]
+    unix: Option<PathBuf>,
+    /// Require `Authorization: Bearer <token>` on every route but /healthz
+    /// and /readyz, the token read from this environment variable (never
+    /// from the command line, which other users can read).
+    #[arg(long, value_name = "NAME")]
+    token_env: Option<String>,
+    /// Reload when the config file or the provider's library changes (the
+    /// new guardrail is built aside and swapped in only if it works); SIGHUP
+    /// reloads too. Needs --config.
+    #[arg(long, requires = "config")]
+    watch: bool,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    max_body: usize,
+    /// The most calls one batch may carry.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    max_batch: usize,
+    /// Connections served at once; a connection beyond is answered 503.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_connections: usize,
+    /// How long a client may take to send a request's headers, then its
+    /// body, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    request_timeout_ms: u64,
+    /// How long a shutdown (SIGTERM, SIGINT) waits for the calls in flight,
+    /// in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    drain_timeout_ms: u64,
+    /// Threads of the async runtime (default: one per CPU).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+}
+
+const AFTER_HELP: &str = "\
+Routes: POST /v1/decide (one tool call, the shape of a `guardhost run` line:
+{\"name\", \"args\", \"id\", \"context\"}) answers the decision `guardhost run
+--output decisions` prints; POST /v1/decide/batch ({\"calls\": [...]}) answers
+{\"decisions\": [...]} in order; GET /healthz, /readyz, /metrics (Prometheus),
+/openapi.json.
+Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT), 2 when the config,
+the provider or the listener cannot be set up.
+Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`).";
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GUARDHOST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("guardhost-server: error: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let token = match &args.token_env {
+        Some(name) => match std::env::var(name) {
+            Ok(token) if !token.is_empty() => Some(token),
+            // Never the value: name the variable.
+            _ => {
+                return Err(format!(
+                    "--token-env {name}: the environment variable {name} is not set or empty"
+                ))
+            }
+        },
+        None => None,
+    };
+    let listen = match args.unix {
+        Some(path) => Listen::Unix(path),
+        None => Listen::Tcp(args.listen),
+    };
+    if token.is_none() && matches!(&listen, Listen::Tcp(address) if !address.ip().is_loopback()) {
+        tracing::warn!(
+            "listening beyond this machine without a token: anyone who can reach {listen} can ask"
+        );
+    }
+    let options = Options {
+        listen,
+        token,
+        max_body_bytes: args.max_body,
+        max_batch: args.max_batch,
+        max_connections: args.max_connections,
+        request_timeout: Duration::from_millis(args.request_timeout_ms),
+        drain_timeout: Duration::from_millis(args.drain_timeout_ms),
+    };
+    let source = match (&args.config, args.watch) {
+        (Some(path), true) => {
+            let reloader = Arc::new(Reloader::open(path).map_err(|e| e.to_string())?);
+            Arc::clone(&reloader)
+                .watch(WATCH_INTERVAL)
+                .map_err(|e| format!("cannot start the config watcher: {e}"))?;
+            Source::Reloading(reloader)
+        }
+        (path, _) => {
+            let config = match path {
+                Some(path) => LoadedConfig::from_path(path).map_err(|e| e.to_string())?,
+                None => LoadedConfig::embedded_default(),
+            };
+            Source::Fixed(install(&config).map_err(|e| e.to_string())?.map(Arc::new))
+        }
+    };
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = args.threads {
+        runtime.worker_threads(threads.max(1));
+    }
+    let runtime = runtime.enable_all().build().map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async move {
+        let service = Service::new(source.clone(), options, Arc::new(Metrics::default()));
+        let server = Server::bind(service).await.map_err(|e| e.to_string())?;
+        let provider =
+            source.current().map_or("none (every call allowed)".to_owned(), |g| g.info.name.clone());
+        // The one line a supervisor or a test reads to learn the address.
+        eprintln!("guardhost-server: listening on {} (provider: {provider})", server.local());
+        server.run(signals(source)).await;
+        eprintln!("guardhost-server: stopped");
+        Ok(())
+    })
+}
+
+/// Completes at SIGTERM or SIGINT; reloads at SIGHUP meanwhile.
+async fn signals(source: Source) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
+    else {
+        tracing::error!("cannot install the signal handlers; stop the server with SIGKILL");
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => return,
+            _ = interrupt.recv() => return,
+            _ = hangup.recv() => {
+                let source = source.clone();
+                // Building a provider can take a while: not on the runtime.
+                let reloaded = tokio::task::spawn_blocking(move || source.reload()).await;
+                match reloaded {
+                    Ok(Ok(())) => tracing::info!("SIGHUP: the config was reloaded"),
+                    Ok(Err(error)) => tracing::error!("SIGHUP: the reload failed, the current guardrail keeps serving: {error}"),
+                    Err(error) => tracing::error!("SIGHUP: the reload failed: {error}"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! What the service is started with.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the service listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A TCP address (`127.0.0.1:8787` by default: loopback only).
+    Tcp(SocketAddr),
+    /// A Unix socket at this path (created; a stale socket there is
+    /// replaced, any other file is not).
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(address) => write!(f, "http://{address}"),
+            Listen::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+/// The default TCP address: loopback, so nothing beyond this machine can
+/// ask until the operator says so.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+
+/// How the service runs.
+#[derive(Clone)]
+pub struct Options {
+    /// Where to listen.
+    pub listen: Listen,
+    /// When set, every route but `/healthz` and `/readyz` needs
+    /// `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// The largest request body accepted.
+    pub max_body_bytes: usize,
+    /// The most calls one batch may carry.
+    pub max_batch: usize,
+    /// Connections served at once; beyond, a new connection is answered 503
+    /// and closed.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers, and then
+    /// its body: a slow client is dropped, not waited for.
+    pub request_timeout: Duration,
+    /// How long a shutdown waits for the requests in flight.
+    pub drain_timeout: Duration,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token: name whether there is one.
+        f.debug_struct("Options")
+            .field("listen", &self.listen)
+            .field("token", &self.token.as_ref().map(|_| "(set)"))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_batch", &self.max_batch)
+            .field("max_connections", &self.max_connections)
+            .field("request_timeout", &self.request_timeout)
+            .field("drain_timeout", &self.drain_timeout)
+            .finish()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            listen: Listen::Tcp(DEFAULT_LISTEN.parse().expect("a socket address")),
+            token: None,
+            max_body_bytes: 1 << 20,
+            max_batch: 1000,
+            max_connections: 1024,
+            request_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The routes: one request in, one response out.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use guardhost::answer::{self, Handled, OutputFormat};
+use guardhost::jsonl::parse_line;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::Value;
+
+use crate::metrics::{Decided, Metrics};
+use crate::options::Options;
+use crate::source::Source;
+
+/// What every connection shares.
+#[derive(Debug, Clone)]
+pub struct Service {
+    source: Source,
+    options: Arc<Options>,
+    metrics: Arc<Metrics>,
+    draining: Arc<AtomicBool>,
+}
+
+/// A response of this service.
+pub type Reply = Response<Full<Bytes>>;
+
+/// A refusal: its status, kind and message (the `Error` schema).
+struct Refusal {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        Refusal { status, kind, message: message.into() }
+    }
+
+    fn reply(self) -> Reply {
+        let body = serde_json::json!({"error": {"kind": self.kind, "message": self.message}});
+        let mut reply = json(self.status, body.to_string().into_bytes());
+        if self.status == StatusCode::UNAUTHORIZED {
+            reply.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if matches!(self.status, StatusCode::SERVICE_UNAVAILABLE | StatusCode::REQUEST_TIMEOUT) {
+            reply.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        reply
+    }
+}
+
+fn json(status: StatusCode, body: Vec<u8>) -> Reply {
+    let mut reply = Response::new(Full::new(Bytes::from(body)));
+    *reply.status_mut() = status;
+    reply.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply
+}
+
+/// The routes, for the metrics' `route` label (unknown paths are one).
+const ROUTES: [&str; 6] =
+    ["/v1/decide", "/v1/decide/batch", "/healthz", "/readyz", "/metrics", "/openapi.json"];
+
+impl Service {
+    /// A service deciding with `source`'s guardrail.
+    pub fn new(source: Source, options: Options, metrics: Arc<Metrics>) -> Self {
+        Service { source, options: Arc::new(options), metrics, draining: Arc::new(AtomicBool::new(false)) }
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Its metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Where its guardrail comes from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// From now on `/readyz` says draining and new calls are refused (503),
+    /// while the calls in flight finish.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Self::drain`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, request: Request<Incoming>) -> Reply {
+        let route = ROUTES.iter().find(|&&r| r == request.uri().path()).copied().unwrap_or("other");
+        let reply = self.route(request).await;
+        self.metrics.answered(route, reply.status().as_u16());
+        reply
+    }
+
+    async fn route(&self, request: Request<Incoming>) -> Reply {
+        let path = request.uri().path().to_owned();
+        let method = request.method().clone();
+        match (method.clone(), path.as_str()) {
+            (Method::GET, "/healthz") => return json(StatusCode::OK, br#"{"status":"ok"}"#.to_vec()),
+            (Method::GET, "/readyz") => return self.readiness(),
+            _ => {}
+        }
+        if let Err(refusal) = self.authorize(&request) {
+            return refusal.reply();
+        }
+        match (method, path.as_str()) {
+            (Method::GET, "/metrics") => {
+                let mut reply = Response::new(Full::new(Bytes::from(
+                    self.metrics.render(guardhost::isolation::restarts()),
+                )));
+                reply
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+                reply
+            }
+            (Method::GET, "/openapi.json") => json(StatusCode::OK, crate::OPENAPI.as_bytes().to_vec()),
+            (Method::POST, "/v1/decide") => match self.body(request).await {
+                Ok(body) => self.decide_one(&body).await,
+                Err(refusal) => refusal.reply(),
+            },
+            (Method::POST, "/v1/decide/batch") => match self.body(request).await {
+                Ok(body) => self.decide_batch(&body).await,
+                Err(refusal) => refusal.reply(),
+            },
+            (_, path) if ROUTES.contains(&path) => {
+                Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("{path} does not take this method; see /openapi.json")).reply()
+            }
+            (_, path) => Refusal::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no route {path}: POST /v1/decide or /v1/decide/batch; GET /healthz, /readyz, /metrics, /openapi.json"),
+            )
+            .reply(),
+        }
+    }
+
+    fn readiness(&self) -> Reply {
+        let provider = self.source.current().map(|guardrail| guardrail.info.name.clone());
+        let (status, text) = if self.is_draining() {
+            (StatusCode::SERVICE_UNAVAILABLE, "draining")
+        } else {
+            (StatusCode::OK, "ready")
+        };
+        json(status, serde_json::json!({"status": text, "provider": provider}).to_string().into_bytes())
+    }
+
+    /// The bearer token, when one is set, compared in constant time.
+    fn authorize(&self, request: &Request<Incoming>) -> Result<(), Refusal> {
+        let Some(token) = &self.options.token else { return Ok(()) };
+        let given = request.headers().get(AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        let matches = given.is_some_and(|given| {
+            given.len() == token.len()
+                && given.iter().zip(token.as_bytes()).fold(0u8, |diff, (a, b)| diff | (a ^ b)) == 0
+        });
+        if matches {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this server needs `Authorization: Bearer <token>`, with the token it was started with",
+            ))
+        }
+    }
+
+    /// The request's body: at most `max_body_bytes`, within `request_timeout`.
+    async fn body(&self, request: Request<Incoming>) -> Result<Bytes, Refusal> {
+        if self.is_draining() {
+            return Err(Refusal::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "draining",
+                "this server is shutting down; ask another replica",
+            ));
+        }
+        let limit = self.options.max_body_bytes;
+        let body = Limited::new(request.into_body(), limit);
+        match tokio::time::timeout(self.options.request_timeout, body.collect()).await {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(error)) if error.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                Err(Refusal::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    format!("the body is larger than the {limit} bytes this server accepts (--max-body)"),
+                ))
+            }
+            Ok(Err(error)) => Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "slow_body",
+                format!("cannot read the body: {error}"),
+            )),
+            Err(_) => Err(Refusal::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "slow_body",
+                format!("the body did not arrive within {} ms", self.options.request_timeout.as_millis()),
+            )),
+        }
+    }
+
+    /// Decides call `number` (its place in a batch, 1 alone) and writes its
+    /// document into `out`; whether it was a usable call.
+    async fn decide(&self, number: u64, bytes: &[u8], out: &mut Vec<u8>) -> bool {
+        let guardrail = self.source.current();
+        let middleware = guardrail.as_deref().map(|g| &g.middleware);
+        let started = Instant::now();
+        let handled = match parse_line(number, bytes) {
+            Ok(call) => answer::adecide(middleware, call).await,
+            Err(message) => {
+                let (id, name) = answer::readable_id_and_name(bytes);
+                Handled::Malformed { id, name, message }
+            }
+        };
+        let took = started.elapsed();
+        let provider = guardrail.as_deref().map_or("none", |g| g.info.name.as_str());
+        let (outcome, code, provider_error, usable) = match &handled {
+            Handled::Decided { decision, provider_error, .. } => {
+                let allow = decision.as_ref().is_none_or(|d| d.allow);
+                let code = decision.as_ref().and_then(|d| d.reasons.first()).map_or("", |r| r.code.as_str());
+                (if allow { "allow" } else { "deny" }, code, *provider_error, true)
+            }
+            Handled::Interrupted { .. } => ("interrupt", "", false, true),
+            Handled::Malformed { .. } | Handled::Failed { .. } => ("error", "", false, false),
+        };
+        self.metrics.decided(Decided { provider, outcome, code, provider_error, would_deny: false, took });
+        // Writing a document of strings and JSON values cannot fail.
+        let _ = answer::write(out, OutputFormat::Decisions, number, &handled);
+        usable
+    }
+
+    async fn decide_one(&self, body: &[u8]) -> Reply {
+        let mut out = Vec::with_capacity(512);
+        let usable = self.decide(1, body, &mut out).await;
+        json(if usable { StatusCode::OK } else { StatusCode::BAD_REQUEST }, out)
+    }
+
+    async fn decide_batch(&self, body: &[u8]) -> Reply {
+        let calls = match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(mut batch)) if batch.len() == 1 => match batch.remove("calls") {
+                Some(Value::Array(calls)) => calls,
+                _ => return bad_batch(),
+            },
+            _ => return bad_batch(),
+        };
+        if calls.len() > self.options.max_batch {
+            return Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "bad_batch",
+                format!(
+                    "the batch has {} calls, more than the {} this server takes at once (--max-batch)",
+                    calls.len(),
+                    self.options.max_batch
+                ),
+            )
+            .reply();
+        }
+        let mut out = Vec::with_capacity(64 + 512 * calls.len());
+        out.extend_from_slice(b"{\"decisions\":[");
+        for (i, call) in calls.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // A value that came as JSON goes back to JSON.
+            let bytes = serde_json::to_vec(call).unwrap_or_default();
+            self.decide(i as u64 + 1, &bytes, &mut out).await;
+        }
+        out.extend_from_slice(b"]}");
+        json(StatusCode::OK, out)
+    }
+}
+
+fn bad_batch() -> Reply {
+    Refusal::new(
+        StatusCode::BAD_REQUEST,
+        "bad_batch",
+        "a batch is {\"calls\": [call, ...]}, each call what POST /v1/decide takes",
+    )
+    .reply()
+}

@@ -1,0 +1,35 @@
+//! Where each request's guardrail comes from: one built at start, or the
+//! current one of a [`Reloader`] (`--watch`, `SIGHUP`), swapped in only once
+//! the new one works, while calls in flight finish on the old.
+
+use std::sync::Arc;
+
+use guardhost::{Guardrail, Reloader};
+
+/// The guardrail requests are decided by.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// Built once (`None`: the config installs no guardrail, and every
+    /// call is allowed undecided, as `guardhost run` does).
+    Fixed(Option<Arc<Guardrail>>),
+    /// The reloader's current one.
+    Reloading(Arc<Reloader>),
+}
+
+impl Source {
+    /// The guardrail to decide the next call with.
+    pub fn current(&self) -> Option<Arc<Guardrail>> {
+        match self {
+            Source::Fixed(guardrail) => guardrail.clone(),
+            Source::Reloading(reloader) => reloader.current(),
+        }
+    }
+
+    /// Reloads the config (`SIGHUP`): a no-op for a fixed guardrail.
+    pub fn reload(&self) -> Result<(), guardhost::ReloadError> {
+        match self {
+            Source::Fixed(_) => Ok(()),
+            Source::Reloading(reloader) => reloader.reload(),
+        }
+    }
+}
