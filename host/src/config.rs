@@ -31,6 +31,47 @@ pub struct GuardrailsConfig {
     /// Where the provider is and how to construct it.
     #[serde(default)]
     pub provider: Option<ProviderSpec>,
+    /// What a denial does: block the call (`enforce`, the default), or let
+    /// it run and log it (`warn`) or only record and count it (`observe`),
+    /// to try a policy on live traffic first.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Every decision, allowed ones too, as JSON lines (see
+    /// [`crate::decision_log`]).
+    #[serde(default)]
+    pub decision_log: Option<crate::decision_log::DecisionLogConfig>,
+}
+
+/// `guardrails.mode`: what a denial does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// A denial blocks the call.
+    #[default]
+    Enforce,
+    /// A denial lets the call run, logged as a warning (and recorded in the
+    /// audit log as `would_deny_tool_call`).
+    Warn,
+    /// A denial lets the call run, recorded in the audit log and counted,
+    /// logged at debug level only.
+    Observe,
+}
+
+impl Mode {
+    /// Its name in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Warn => "warn",
+            Mode::Observe => "observe",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 fn default_true() -> bool {
@@ -39,7 +80,14 @@ fn default_true() -> bool {
 
 impl Default for GuardrailsConfig {
     fn default() -> Self {
-        GuardrailsConfig { enabled: false, fail_closed: true, passport: None, provider: None }
+        GuardrailsConfig {
+            enabled: false,
+            fail_closed: true,
+            passport: None,
+            provider: None,
+            mode: Mode::Enforce,
+            decision_log: None,
+        }
     }
 }
 

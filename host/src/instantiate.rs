@@ -215,6 +215,14 @@ pub enum BuildError {
         /// What went wrong.
         message: String,
     },
+    /// `decision_log` could not be opened.
+    #[error("`decision_log`: cannot open {}: {message}", path.display())]
+    DecisionLog {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why (the system's error).
+        message: String,
+    },
     /// The constructor refused the config.
     #[error("provider '{provider}' rejected its config: {message}")]
     Constructor {

@@ -49,6 +49,7 @@
 //! - [`provider`]: the host's provider trait and the ABI adapter;
 //! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
 //! - [`audit`]: audit events and sinks;
+//! - [`decision_log`]: every decision as a JSON line, off the call path;
 //! - [`timeout`]: per-call timeouts (`provider.timeout_ms`);
 //! - [`isolation`]: providers in a child process (`provider.isolation: process`),
 //!   reached over shared memory on Linux (its region's mapping,
@@ -70,6 +71,7 @@ pub mod audit;
 pub mod c_provider;
 pub mod config;
 pub mod conformance;
+pub mod decision_log;
 mod elf;
 pub mod instantiate;
 pub mod isolation;
@@ -92,7 +94,7 @@ pub use audit::{
 };
 pub use config::{
     provider_config_from_path, provider_config_from_yaml, ConfigError, ConfigOrigin, GuardrailsConfig,
-    Isolation, LoadedConfig, ProviderSpec, Transport, ALLOW_INSECURE_CONFIG_VAR,
+    Isolation, LoadedConfig, Mode, ProviderSpec, Transport, ALLOW_INSECURE_CONFIG_VAR,
 };
 pub use instantiate::{
     instantiate, locate, AbiKind, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::LoadedConfig;
+use crate::decision_log::DecisionLog;
 use crate::instantiate::{instantiate_with, BuildError, LoadedProvider, ProviderInfo};
 use crate::middleware::GuardrailMiddleware;
 
@@ -32,9 +33,20 @@ pub(crate) fn install_with(
         return Ok(None);
     };
     let LoadedProvider { provider, info } = instantiate_with(spec, &config.base_dir, content_addressed)?;
+    let decision_log = match &section.decision_log {
+        Some(log) => Some(Arc::new(DecisionLog::open(log, &config.base_dir).map_err(|error| {
+            BuildError::DecisionLog {
+                path: crate::config::join_relative(&config.base_dir, &log.path),
+                message: error.to_string(),
+            }
+        })?)),
+        None => None,
+    };
     let middleware = GuardrailMiddleware::new(Arc::clone(&provider))
+        .with_decision_log(decision_log)
         .with_fail_closed(section.fail_closed)
         .with_passport(section.passport.clone())
+        .with_mode(section.mode)
         .with_library_sha256(info.sha256.clone());
     Ok(Some(Guardrail { middleware, info }))
 }

@@ -505,3 +505,53 @@ fn a_native_rust_provider_plugs_into_the_same_middleware() {
         assert_eq!(calls, 0);
     }
 }
+
+#[test]
+fn warn_and_observe_let_a_denied_call_run_and_record_what_would_have_been_denied() {
+    for mode in [guardhost::Mode::Warn, guardhost::Mode::Observe] {
+        for path in PATHS {
+            let audit = Arc::new(MemoryAuditSink::new());
+            let mw = middleware("DenyAllProvider").with_mode(mode).with_audit_sink(audit.clone());
+            let call = bash_call();
+            let (result, calls) = run(&mw, call.clone(), path);
+            assert_eq!(result.unwrap(), handler_message(&call), "{mode} {path:?}");
+            assert_eq!(calls, 1, "{mode} {path:?}: the handler ran");
+            let events = audit.events();
+            assert_eq!(events.len(), 1);
+            assert_eq!(events[0].action, AuditAction::WouldDenyToolCall);
+            assert_eq!(events[0].changes.reason_codes, ["test.denied", "test.second"]);
+        }
+        // What the decision says.
+        let (decision, provider_error) =
+            middleware("DenyAllProvider").with_mode(mode).decide(&bash_call()).unwrap();
+        assert!(decision.allow && !provider_error);
+        assert_eq!(decision.reasons[0].code, "guardhost.shadow");
+        assert_eq!(
+            decision.reasons[0].message,
+            format!("{mode} mode: would have denied (test.denied): denied by test provider")
+        );
+        assert_eq!(decision.metadata["mode"], json!(mode.as_str()));
+        assert_eq!(decision.metadata["would_deny"]["code"], json!("test.denied"));
+        assert_eq!(
+            decision.metadata["would_deny"]["reasons"][0]["message"],
+            json!("denied by test provider")
+        );
+        // A provider error, failing closed, is let through too, and said so.
+        let (decision, provider_error) =
+            middleware("ErroringProvider").with_mode(mode).decide(&bash_call()).unwrap();
+        assert!(decision.allow && provider_error);
+        assert_eq!(decision.metadata["would_deny"]["code"], json!("oap.evaluator_error"));
+        // An allow is unchanged; an interrupt is no denial.
+        let (decision, _) = middleware("AllowAllProvider").with_mode(mode).decide(&bash_call()).unwrap();
+        assert_eq!(decision.reasons[0].code, "test.allowed");
+        assert!(!decision.metadata.contains_key("would_deny"));
+        assert!(matches!(
+            middleware("InterruptingProvider").with_mode(mode).decide(&bash_call()),
+            Err(ToolCallError::Interrupt(_))
+        ));
+    }
+    // Enforce, the default, denies.
+    let (result, calls) =
+        run(&middleware("DenyAllProvider").with_mode(guardhost::Mode::Enforce), bash_call(), Path::Sync);
+    assert_eq!((result.unwrap().status, calls), (ToolStatus::Error, 0));
+}

@@ -8,6 +8,7 @@ use guardhost::{
     block_on, GuardrailProvider, GuardrailRequest, Isolation, LoadedProvider, ProviderFailure, ProviderInfo,
     ProviderSpec, Transport,
 };
+use guardhost::{middleware::shadowed, Mode};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
@@ -24,6 +25,9 @@ use crate::instantiate::{absolute_base, info_dict, instantiate, may_block};
 pub(crate) struct Provider {
     provider: Arc<dyn GuardrailProvider>,
     info: ProviderInfo,
+    /// `enforce`, or shadow mode: denials returned as allows that say what
+    /// would have been denied.
+    mode: Mode,
     decision_cls: Py<PyAny>,
     reason_cls: Py<PyAny>,
     interrupt: Py<PyAny>,
@@ -128,7 +132,7 @@ impl Provider {
     #[new]
     #[pyo3(signature = (use_, config=None, *, isolation=None, timeout_ms=None, sha256=None,
                         allow_insecure_permissions=false, base_dir=None, program=None, command=None,
-                        transport=None, decision_cls, reason_cls, interrupt))]
+                        transport=None, mode=None, decision_cls, reason_cls, interrupt))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -142,6 +146,7 @@ impl Provider {
         program: Option<PathBuf>,
         command: Option<Vec<String>>,
         transport: Option<&str>,
+        mode: Option<&str>,
         decision_cls: Py<PyAny>,
         reason_cls: Py<PyAny>,
         interrupt: Py<PyAny>,
@@ -169,6 +174,17 @@ impl Provider {
                 )));
             }
         };
+        let mode = match mode {
+            None | Some("enforce") => Mode::Enforce,
+            Some("warn") => Mode::Warn,
+            Some("observe") => Mode::Observe,
+            Some(other) => {
+                return Err(ConfigError::new_err(format!(
+                    "mode: unknown variant (a string of {} characters), expected `enforce`, `warn` or `observe`",
+                    other.chars().count()
+                )));
+            }
+        };
         let spec = ProviderSpec {
             use_,
             config,
@@ -182,7 +198,7 @@ impl Provider {
         let base_dir = absolute_base(base_dir);
         let LoadedProvider { provider, info } =
             py.allow_threads(|| instantiate(&spec, &base_dir, program)).map_err(build_error)?;
-        Ok(Provider { provider, info, decision_cls, reason_cls, interrupt })
+        Ok(Provider { provider, info, mode, decision_cls, reason_cls, interrupt })
     }
 
     /// The provider's name.
@@ -230,6 +246,7 @@ impl Provider {
         });
         match evaluation {
             Ok(decision) => {
+                let decision = shadowed(decision, self.mode);
                 let reasons = PyList::empty(py);
                 let reason_cls = self.reason_cls.bind(py);
                 for r in &decision.reasons {

@@ -161,3 +161,15 @@ def test_a_denial_equals_a_validated_tool_message():
     assert fast.model_dump_json() == slow.model_dump_json()
     fast.additional_kwargs["x"] = 1
     assert module._denial(("content", "c-1", "bash")).additional_kwargs == {}
+
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_observe_mode_lets_a_denied_call_run(path):
+    handler = Handler()
+    guard = GuardrailMiddleware(use="builtin:AllowlistProvider", provider_config={"denied_tools": ["bash"]}, mode="observe")
+    assert run(guard, call("bash"), handler, path) is handler.result
+    assert handler.calls == 1
+    section = {"guardrails": dict(SECTION["guardrails"], mode="warn")}
+    assert run(GuardrailMiddleware(section), call("bash"), handler, path) is handler.result
+    assert handler.calls == 2

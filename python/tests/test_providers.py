@@ -187,3 +187,19 @@ def test_the_langchain_middleware_takes_a_provider_program():
     middleware = GuardrailMiddleware(command=[sys.executable, str(EXAMPLE_PROGRAM)], provider_config={"denied_tools": ["bash"]})
     assert middleware.guardrail is not None
     assert middleware.guardrail.info["source"]["kind"] == "program"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_shadow_mode_returns_a_denial_as_an_allow_that_says_what_would_have_been_denied(allowlist_so, path):
+    for mode in ("warn", "observe"):
+        p = GuardhostProvider(use=allowlist_so, config={"denied_tools": ["bash"]}, mode=mode)
+        decision = decide(p, path, "bash")
+        assert decision.allow
+        assert decision.reasons[0].code == "guardhost.shadow"
+        assert decision.reasons[0].message == f"{mode} mode: would have denied (oap.tool_not_allowed): tool 'bash' is denied"
+        assert decision.metadata["would_deny"]["code"] == "oap.tool_not_allowed"
+        assert decision.metadata["mode"] == mode
+    enforcing = GuardhostProvider(use=allowlist_so, config={"denied_tools": ["bash"]}, mode="enforce")
+    assert not decide(enforcing, path, "bash").allow
+    with pytest.raises(guardhost.ConfigError, match="expected `enforce`, `warn` or `observe`"):
+        GuardhostProvider(use=allowlist_so, mode="audit")

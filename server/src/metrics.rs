@@ -143,9 +143,10 @@ impl Metrics {
         self.http.add((route.to_owned(), status), 1, None);
     }
 
-    /// The Prometheus text exposition, with the process-wide counters
-    /// (`restarts`, decision-log drops) given.
-    pub fn render(&self, restarts: u64) -> String {
+    /// The Prometheus text exposition, with the counters kept elsewhere
+    /// given: provider-process `restarts`, and the current decision log's
+    /// `dropped` entries.
+    pub fn render(&self, restarts: u64, dropped: u64) -> String {
         let mut out = String::with_capacity(4096);
         let label = escape;
         header(
@@ -216,6 +217,13 @@ impl Metrics {
         let _ = writeln!(out, "guardhost_provider_restarts_total {restarts}");
         header(
             &mut out,
+            "guardhost_decision_log_dropped_total",
+            "counter",
+            "Decision-log entries dropped because its queue was full (when_full: drop).",
+        );
+        let _ = writeln!(out, "guardhost_decision_log_dropped_total {dropped}");
+        header(
+            &mut out,
             "guardhost_http_requests_total",
             "counter",
             "HTTP requests answered, by route and status.",
@@ -273,12 +281,13 @@ mod tests {
         metrics.decided(call("deny", "say \"no\"\n\\"));
         metrics.decided(Decided { provider_error: true, ..call("allow", "oap.evaluator_error") });
         metrics.answered("/v1/decide", 200);
-        let text = metrics.render(3);
+        let text = metrics.render(3, 7);
         assert!(text.contains("guardhost_decisions_total{provider=\"allowlist\",outcome=\"allow\",code=\"oap.allowed\"} 2\n"), "{text}");
         assert!(text.contains("code=\"say \\\"no\\\"\\n\\\\\"} 1\n"), "{text}");
         assert!(text.contains("guardhost_provider_errors_total{provider=\"allowlist\"} 1\n"), "{text}");
         assert!(text.contains("guardhost_fail_open_total{provider=\"allowlist\"} 1\n"), "{text}");
         assert!(text.contains("guardhost_provider_restarts_total 3\n"), "{text}");
+        assert!(text.contains("guardhost_decision_log_dropped_total 7\n"), "{text}");
         assert!(
             text.contains("guardhost_http_requests_total{route=\"/v1/decide\",status=\"200\"} 1\n"),
             "{text}"
@@ -301,7 +310,7 @@ mod tests {
         for i in 0..MAX_SERIES + 50 {
             metrics.decided(call("deny", &format!("code-{i}")));
         }
-        let text = metrics.render(0);
+        let text = metrics.render(0, 0);
         let series = text.lines().filter(|l| l.starts_with("guardhost_decisions_total{")).count();
         assert_eq!(series, MAX_SERIES + 1);
         assert!(text.contains("code=\"other\"} 50\n"), "{}", &text[..400]);

@@ -118,8 +118,13 @@ impl Service {
         }
         match (method, path.as_str()) {
             (Method::GET, "/metrics") => {
+                let dropped = self
+                    .source
+                    .current()
+                    .and_then(|guardrail| guardrail.middleware.decision_log().map(|log| log.dropped()))
+                    .unwrap_or(0);
                 let mut reply = Response::new(Full::new(Bytes::from(
-                    self.metrics.render(guardhost::isolation::restarts()),
+                    self.metrics.render(guardhost::isolation::restarts(), dropped),
                 )));
                 reply
                     .headers_mut()
@@ -224,16 +229,19 @@ impl Service {
         };
         let took = started.elapsed();
         let provider = guardrail.as_deref().map_or("none", |g| g.info.name.as_str());
-        let (outcome, code, provider_error, usable) = match &handled {
+        let (outcome, code, provider_error, would_deny, usable) = match &handled {
             Handled::Decided { decision, provider_error, .. } => {
                 let allow = decision.as_ref().is_none_or(|d| d.allow);
                 let code = decision.as_ref().and_then(|d| d.reasons.first()).map_or("", |r| r.code.as_str());
-                (if allow { "allow" } else { "deny" }, code, *provider_error, true)
+                // `mode: warn` or `observe` (the host's, or a provider's own).
+                let would_deny =
+                    decision.as_ref().is_some_and(|d| d.allow && d.metadata.contains_key("would_deny"));
+                (if allow { "allow" } else { "deny" }, code, *provider_error, would_deny, true)
             }
-            Handled::Interrupted { .. } => ("interrupt", "", false, true),
-            Handled::Malformed { .. } | Handled::Failed { .. } => ("error", "", false, false),
+            Handled::Interrupted { .. } => ("interrupt", "", false, false, true),
+            Handled::Malformed { .. } | Handled::Failed { .. } => ("error", "", false, false, false),
         };
-        self.metrics.decided(Decided { provider, outcome, code, provider_error, would_deny: false, took });
+        self.metrics.decided(Decided { provider, outcome, code, provider_error, would_deny, took });
         // Writing a document of strings and JSON values cannot fail.
         let _ = answer::write(out, OutputFormat::Decisions, number, &handled);
         usable

@@ -364,3 +364,28 @@ fn a_provider_process_that_crashes_under_load_costs_no_request_its_answer() {
         metrics.lines().find_map(|l| l.strip_prefix("guardhost_provider_restarts_total ")).unwrap();
     assert!(restarts.parse::<u64>().unwrap() >= 4, "{metrics}");
 }
+
+#[test]
+fn observe_mode_lets_every_call_through_and_counts_what_would_have_been_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        format!("guardrails:\n  enabled: true\n  mode: observe\n  provider:\n{}", allowlist()),
+    )
+    .unwrap();
+    let server = Server::start(&["--config", path.to_str().unwrap()]);
+    for _ in 0..2 {
+        let decision = server.decide(&json!({"name": "bash", "id": "b"})).json();
+        assert_eq!(decision["outcome"], "allow");
+        assert_eq!(decision["message"]["status"], "success");
+        assert_eq!(decision["metadata"]["would_deny"]["code"], "oap.tool_not_allowed");
+        assert_eq!(decision["reasons"][0]["code"], "guardhost.shadow");
+    }
+    assert_eq!(server.decide(&json!({"name": "ls"})).json()["metadata"], json!({}));
+    let metrics = server.call("GET", "/metrics", &[], b"").text();
+    assert!(
+        metrics.lines().any(|l| l == "guardhost_shadow_would_deny_total{provider=\"allowlist\"} 2"),
+        "{metrics}"
+    );
+}

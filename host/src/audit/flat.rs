@@ -41,6 +41,7 @@ pub(super) fn put_record(bytes: &mut Vec<u8>, record: &AuditRecord<'_>, number: 
     let action = match record.action {
         AuditAction::DenyToolCall => 0,
         AuditAction::AllowToolCallAfterProviderError => 1,
+        AuditAction::WouldDenyToolCall => 2,
     };
     let flags = u8::from(request.is_subagent)
         | u8::from(decision.allow) << 1
@@ -136,10 +137,10 @@ pub(super) fn write_json_line(batch: &mut &[u8], out: &mut impl Write) -> Result
         tag: "guardrail".to_owned(),
         name: "GuardrailMiddleware".to_owned(),
         hook: "wrap_tool_call".to_owned(),
-        action: if *action == 0 {
-            AuditAction::DenyToolCall
-        } else {
-            AuditAction::AllowToolCallAfterProviderError
+        action: match *action {
+            0 => AuditAction::DenyToolCall,
+            1 => AuditAction::AllowToolCallAfterProviderError,
+            _ => AuditAction::WouldDenyToolCall,
         },
         changes,
         time: read.string()?,

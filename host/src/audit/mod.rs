@@ -23,6 +23,9 @@ pub enum AuditAction {
     DenyToolCall,
     /// The provider failed and `fail_closed` is false: the call ran anyway.
     AllowToolCallAfterProviderError,
+    /// `mode: warn` or `observe`: the call was denied (by the provider, or
+    /// fail-closed) and ran anyway.
+    WouldDenyToolCall,
 }
 
 /// The `changes` of an audit event: exactly these fields. Tool arguments,

@@ -80,6 +80,10 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode, CliError> {
         );
     }
     println!("fail_closed:      {}", guardrail.middleware.fail_closed());
+    match guardrail.middleware.mode() {
+        guardhost::Mode::Enforce => println!("mode:             enforce (denials block calls)"),
+        mode => println!("mode:             {mode} (denials are recorded and counted; the calls run)"),
+    }
     println!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"));
     println!("probe:            {}", probe(&guardrail)?);
     Ok(ExitCode::SUCCESS)

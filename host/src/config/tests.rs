@@ -18,7 +18,17 @@ fn parse_with_env(text: &str, env: &[(&str, &str)]) -> Result<LoadedConfig, Conf
 #[test]
 fn defaults_are_disabled_fail_closed_no_passport_no_provider() {
     let c = parse("guardrails: {}\n").unwrap().guardrails;
-    assert_eq!(c, GuardrailsConfig { enabled: false, fail_closed: true, passport: None, provider: None });
+    assert_eq!(
+        c,
+        GuardrailsConfig {
+            enabled: false,
+            fail_closed: true,
+            passport: None,
+            provider: None,
+            mode: Mode::Enforce,
+            decision_log: None,
+        }
+    );
     assert_eq!(GuardrailsConfig::default(), c);
     assert!(!c.is_active());
 }
@@ -267,4 +277,12 @@ fn transport_is_for_provider_processes_and_says_how_to_fix_it() {
     let ok =
         parse("guardrails:\n  provider: {command: [python3, p.py], isolation: process, transport: pipes}\n");
     assert!(ok.is_ok(), "{ok:?}");
+}
+
+#[test]
+fn mode_is_enforce_unless_set_and_names_its_values() {
+    assert_eq!(parse("guardrails:\n  enabled: true\n").unwrap().guardrails.mode, Mode::Enforce);
+    assert_eq!(parse("guardrails:\n  mode: observe\n").unwrap().guardrails.mode, Mode::Observe);
+    let err = parse("guardrails:\n  mode: audit\n").unwrap_err().to_string();
+    assert!(err.contains("`mode`: unknown variant") && err.contains("`enforce`, `warn`, `observe`"), "{err}");
 }

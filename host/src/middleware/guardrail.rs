@@ -2,10 +2,13 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Map;
 
 use crate::audit::{AuditAction, AuditProvider, AuditRecord, AuditSink};
+use crate::config::Mode;
+use crate::decision_log::{DecisionLog, Entry};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::{
@@ -24,10 +27,12 @@ use crate::request::{
 pub struct GuardrailMiddleware {
     provider: Arc<dyn GuardrailProvider>,
     fail_closed: bool,
+    mode: Mode,
     passport: Option<String>,
     audit: Option<Arc<dyn AuditSink>>,
     /// Who decides, as audit events name it.
     audit_provider: AuditProvider,
+    decision_log: Option<Arc<DecisionLog>>,
 }
 
 impl std::fmt::Debug for GuardrailMiddleware {
@@ -35,8 +40,10 @@ impl std::fmt::Debug for GuardrailMiddleware {
         f.debug_struct("GuardrailMiddleware")
             .field("provider", &self.provider.name())
             .field("fail_closed", &self.fail_closed)
+            .field("mode", &self.mode)
             .field("passport", &self.passport)
             .field("audit", &self.audit.is_some())
+            .field("decision_log", &self.decision_log.is_some())
             .finish()
     }
 }
@@ -56,6 +63,36 @@ impl Verdict {
     /// Whether the tool may run.
     pub fn allowed(&self) -> bool {
         self.decision.allow
+    }
+}
+
+/// What a denial becomes in `warn` or `observe` mode: an allow, whose one
+/// reason (`guardhost.shadow`) says what would have been denied, and whose
+/// metadata adds `mode` and `would_deny` (`code`, `message`, `policy_id`,
+/// every `reasons`), as the OAP provider's own modes do. Decisions that
+/// allow, and `enforce` mode, pass unchanged.
+pub fn shadowed(decision: GuardrailDecision, mode: Mode) -> GuardrailDecision {
+    if decision.allow || mode == Mode::Enforce {
+        return decision;
+    }
+    let GuardrailDecision { reasons, policy_id, mut metadata, .. } = decision;
+    let (code, message) = match reasons.first() {
+        Some(reason) => (reason.code.clone(), reason.message.clone()),
+        None => ("oap.denied".to_owned(), "blocked by guardrail policy".to_owned()),
+    };
+    metadata.insert("mode".into(), serde_json::Value::from(mode.as_str()));
+    metadata.insert(
+        "would_deny".into(),
+        serde_json::json!({"code": code, "message": message, "policy_id": policy_id, "reasons": reasons}),
+    );
+    GuardrailDecision {
+        allow: true,
+        reasons: vec![crate::GuardrailReason::new(
+            "guardhost.shadow",
+            format!("{mode} mode: would have denied ({code}): {message}"),
+        )],
+        policy_id,
+        metadata,
     }
 }
 
@@ -86,13 +123,33 @@ impl GuardrailMiddleware {
     /// no audit sink.
     pub fn new(provider: Arc<dyn GuardrailProvider>) -> Self {
         let audit_provider = AuditProvider { name: provider.name().to_owned(), sha256: None };
-        GuardrailMiddleware { provider, fail_closed: true, passport: None, audit: None, audit_provider }
+        GuardrailMiddleware {
+            provider,
+            fail_closed: true,
+            mode: Mode::Enforce,
+            passport: None,
+            audit: None,
+            audit_provider,
+            decision_log: None,
+        }
     }
 
     /// Sets `fail_closed`.
     pub fn with_fail_closed(mut self, fail_closed: bool) -> Self {
         self.fail_closed = fail_closed;
         self
+    }
+
+    /// Sets what a denial does (`guardrails.mode`): in `warn` and
+    /// `observe` mode, a denied call runs all the same; see [`shadowed`].
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// What a denial does.
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// Sets the passport (becomes every request's `agent_id`).
@@ -107,6 +164,22 @@ impl GuardrailMiddleware {
     pub fn with_library_sha256(mut self, sha256: Option<String>) -> Self {
         self.audit_provider.sha256 = sha256;
         self
+    }
+
+    /// Sets the decision log: every decided call is written to it.
+    pub fn with_decision_log(mut self, log: Option<Arc<DecisionLog>>) -> Self {
+        self.decision_log = log;
+        self
+    }
+
+    /// The decision log, if one is set.
+    pub fn decision_log(&self) -> Option<&Arc<DecisionLog>> {
+        self.decision_log.as_ref()
+    }
+
+    /// When deciding started, if the decision log needs to know.
+    fn started(&self) -> Option<Instant> {
+        self.decision_log.as_ref().map(|_| Instant::now())
     }
 
     /// Sets the audit sink.
@@ -132,29 +205,32 @@ impl GuardrailMiddleware {
 
     /// Decides a call synchronously without running anything.
     pub fn check(&self, call: &ToolCallRequest) -> Result<Verdict, ToolCallError> {
+        let started = self.started();
         let request = GuardrailRequest::from_tool_call(call, self.passport.as_deref())?;
         let evaluation = self.provider.evaluate(&request);
-        self.settle(request, evaluation, "sync")
+        self.settle(request, evaluation, "sync", started)
     }
 
     /// Decides a call asynchronously (through the provider's `aevaluate`)
     /// without running anything.
     pub async fn acheck(&self, call: &ToolCallRequest) -> Result<Verdict, ToolCallError> {
+        let started = self.started();
         let request = GuardrailRequest::from_tool_call(call, self.passport.as_deref())?;
         let evaluation = self.provider.aevaluate(&request).await;
-        self.settle(request, evaluation, "async")
+        self.settle(request, evaluation, "async", started)
     }
 
     /// The synchronous wrapper: decide, then run `handler` or return the
     /// denial.
     pub fn wrap_tool_call(&self, mut call: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
+        let started = self.started();
         let args = std::mem::take(&mut call.tool_call.args);
         let now = Timestamp::now();
         let asked = {
             let view = CallView::new(&call, &args, self.passport.as_deref(), now.as_str())?;
             match self.provider.evaluate_view(&view) {
                 Some(evaluation) => {
-                    Asked::Decided(self.denial_view(&call.tool_call, &view, evaluation, "sync")?)
+                    Asked::Decided(self.denial_view(&call.tool_call, &view, evaluation, "sync", started)?)
                 }
                 None => Asked::Not(view.to_request_with(Map::new())),
             }
@@ -167,7 +243,7 @@ impl GuardrailMiddleware {
             Asked::Not(mut request) => {
                 request.tool_input = args;
                 let evaluation = self.provider.evaluate(&request);
-                let verdict = self.settle(request, evaluation, "sync")?;
+                let verdict = self.settle(request, evaluation, "sync", started)?;
                 Self::take_back(&mut call, verdict)
             }
         };
@@ -179,6 +255,7 @@ impl GuardrailMiddleware {
 
     /// The asynchronous wrapper.
     pub async fn awrap_tool_call(&self, mut call: ToolCallRequest, handler: AsyncHandler) -> ToolResult {
+        let started = self.started();
         let args = std::mem::take(&mut call.tool_call.args);
         let now = Timestamp::now();
         let asked = {
@@ -187,7 +264,7 @@ impl GuardrailMiddleware {
             let asked = match self.provider.aevaluate_view(&view) {
                 Some(evaluation) => {
                     let evaluation = evaluation.await;
-                    Asked::Decided(self.denial_view(&call.tool_call, &view, evaluation, "async")?)
+                    Asked::Decided(self.denial_view(&call.tool_call, &view, evaluation, "async", started)?)
                 }
                 None => Asked::Not(view.to_request_with(Map::new())),
             };
@@ -201,7 +278,7 @@ impl GuardrailMiddleware {
             Asked::Not(mut request) => {
                 request.tool_input = args;
                 let evaluation = self.provider.aevaluate(&request).await;
-                let verdict = self.settle(request, evaluation, "async")?;
+                let verdict = self.settle(request, evaluation, "async", started)?;
                 Self::take_back(&mut call, verdict)
             }
         };
@@ -217,32 +294,34 @@ impl GuardrailMiddleware {
     /// provider failed. [`Self::check`] is the same decision with the
     /// request the provider saw.
     pub fn decide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        let started = self.started();
         let now = Timestamp::now();
         let view = CallView::new(call, &call.tool_call.args, self.passport.as_deref(), now.as_str())?;
         match self.provider.evaluate_view(&view) {
-            Some(evaluation) => self.conclude_view(&view, evaluation, "sync"),
+            Some(evaluation) => self.conclude_view(&view, evaluation, "sync", started),
             None => {
                 let request = view.to_request();
                 let evaluation = self.provider.evaluate(&request);
-                self.conclude(&request.tool_name, evaluation, "sync", || Cow::Borrowed(&request))
+                self.conclude(&view, evaluation, "sync", started, || Cow::Borrowed(&request))
             }
         }
     }
 
     /// [`Self::decide`] on the async path (the provider's `aevaluate`).
     pub async fn adecide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        let started = self.started();
         let now = Timestamp::now();
         let view = CallView::new(call, &call.tool_call.args, self.passport.as_deref(), now.as_str())?;
         // Bound, so that the provider's future is gone before `view`.
         let decided = match self.provider.aevaluate_view(&view) {
             Some(evaluation) => {
                 let evaluation = evaluation.await;
-                self.conclude_view(&view, evaluation, "async")
+                self.conclude_view(&view, evaluation, "async", started)
             }
             None => {
                 let request = view.to_request();
                 let evaluation = self.provider.aevaluate(&request).await;
-                self.conclude(&request.tool_name, evaluation, "async", || Cow::Borrowed(&request))
+                self.conclude(&view, evaluation, "async", started, || Cow::Borrowed(&request))
             }
         };
         decided
@@ -291,9 +370,10 @@ impl GuardrailMiddleware {
         request: GuardrailRequest,
         evaluation: Evaluation,
         path: &str,
+        started: Option<Instant>,
     ) -> Result<Verdict, ToolCallError> {
         let (decision, provider_error) =
-            self.conclude(&request.tool_name, evaluation, path, || Cow::Borrowed(&request))?;
+            self.conclude(&request.view(), evaluation, path, started, || Cow::Borrowed(&request))?;
         Ok(Verdict { request, decision, provider_error })
     }
 
@@ -304,9 +384,10 @@ impl GuardrailMiddleware {
         view: &CallView<'_>,
         evaluation: Evaluation,
         path: &str,
+        started: Option<Instant>,
     ) -> Result<(GuardrailDecision, bool), ToolCallError> {
         // An audit event never holds the arguments: its request needs none.
-        self.conclude(view.tool_name, evaluation, path, || Cow::Owned(view.to_request_with(Map::new())))
+        self.conclude(view, evaluation, path, started, || Cow::Owned(view.to_request_with(Map::new())))
     }
 
     /// The denial message, if the provider's answer about the call `view`
@@ -317,8 +398,9 @@ impl GuardrailMiddleware {
         view: &CallView<'_>,
         evaluation: Evaluation,
         path: &str,
+        started: Option<Instant>,
     ) -> Result<Option<ToolMessage>, ToolCallError> {
-        let (decision, _) = self.conclude_view(view, evaluation, path)?;
+        let (decision, _) = self.conclude_view(view, evaluation, path, started)?;
         Ok((!decision.allow).then(|| denied_message(call, &decision)))
     }
 
@@ -327,6 +409,59 @@ impl GuardrailMiddleware {
     /// `request` gives the request an audit event is made from, asked for
     /// only when there is a sink and an event.
     fn conclude<'r>(
+        &self,
+        view: &CallView<'_>,
+        evaluation: Evaluation,
+        path: &str,
+        started: Option<Instant>,
+        request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
+    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        let concluded = self.conclude_unlogged(view.tool_name, evaluation, path, request);
+        if let (Some(log), Some(started)) = (&self.decision_log, started) {
+            log.record(self.entry(view, &concluded, started.elapsed(), log));
+        }
+        concluded
+    }
+
+    /// The decision log's entry for the call `view` shows.
+    fn entry(
+        &self,
+        view: &CallView<'_>,
+        concluded: &Result<(GuardrailDecision, bool), ToolCallError>,
+        took: std::time::Duration,
+        log: &DecisionLog,
+    ) -> Entry {
+        let owned = |text: &Option<Cow<'_, str>>| text.as_deref().map(str::to_owned);
+        let (outcome, decision, provider_error) = match concluded {
+            Ok((decision, provider_error)) => {
+                (if decision.allow { "allow" } else { "deny" }, Some(decision), *provider_error)
+            }
+            Err(_) => ("interrupt", None, false),
+        };
+        Entry {
+            decision_id: crate::audit::decision_id(),
+            time: view.timestamp.to_owned(),
+            run_id: owned(&view.attribution.run_id),
+            thread_id: owned(&view.attribution.thread_id),
+            tool_call_id: view.tool_call_id.map(str::to_owned),
+            tool: view.tool_name.to_owned(),
+            outcome: outcome.to_owned(),
+            mode: self.mode.as_str().to_owned(),
+            would_deny: decision.is_some_and(|d| d.allow && d.metadata.contains_key("would_deny")),
+            reason_codes: decision
+                .map(|d| d.reasons.iter().map(|r| r.code.clone()).collect())
+                .unwrap_or_default(),
+            policy_id: decision.and_then(|d| d.policy_id.clone()),
+            provider_error,
+            provider: self.audit_provider.name.clone(),
+            provider_sha256: self.audit_provider.sha256.clone(),
+            latency_us: took.as_secs_f64() * 1e6,
+            args: log.logs_args().then(|| log.masked(view.tool_input)),
+        }
+    }
+
+    /// [`Self::conclude`] before the decision log.
+    fn conclude_unlogged<'r>(
         &self,
         tool_name: &str,
         evaluation: Evaluation,
@@ -354,6 +489,22 @@ impl GuardrailMiddleware {
                 (decision, true)
             }
         };
+        if !decision.allow && self.mode != Mode::Enforce {
+            let code = decision.reasons.first().map_or("oap.denied", |r| r.code.as_str());
+            match self.mode {
+                Mode::Warn => tracing::warn!(
+                    "Guardrail would deny (warn mode; the call runs): tool={} policy={} code={}",
+                    tool_name,
+                    decision.policy_id.as_deref().unwrap_or("None"),
+                    code
+                ),
+                _ => tracing::debug!(
+                    "Guardrail would deny (observe mode; the call runs): tool={tool_name} code={code}"
+                ),
+            }
+            self.record(request, &decision, AuditAction::WouldDenyToolCall, provider_error);
+            return Ok((shadowed(decision, self.mode), provider_error));
+        }
         if !decision.allow {
             if !provider_error {
                 tracing::warn!(

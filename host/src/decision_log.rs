@@ -1,0 +1,455 @@
+//! The decision log (`guardrails.decision_log`): every decided call, allowed
+//! ones too, as one JSON line each, written by a thread of its own.
+//!
+//! On the call path an entry's fields are copied into an owned
+//! [`Entry`] and handed to a bounded queue; the writer thread serialises
+//! the entries that have queued and appends them to the file as whole
+//! lines in one write, rotating the file when it passes its size. When the
+//! queue is full, `when_full` decides: `drop` counts the entry as dropped
+//! ([`DecisionLog::dropped`], `guardhost_decision_log_dropped_total`) and
+//! the call goes on; `wait` makes the call wait for room. Nothing queued is
+//! lost at a clean exit ([`DecisionLog::flush`], and the drop of the last
+//! handle); a crash loses what was queued (at most `buffer` entries, the
+//! writer keeps up within milliseconds).
+//!
+//! Argument values are logged only with `args: true`, and then every path
+//! `mask` names (`password`, `headers.authorization`, `env.*`) is written
+//! as `"***"`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// `guardrails.decision_log`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionLogConfig {
+    /// The file (relative to the config file's directory).
+    pub path: PathBuf,
+    /// Log the call's argument values (default false: only the tool's name
+    /// and the decision).
+    #[serde(default)]
+    pub args: bool,
+    /// With `args`: argument paths whose values are written as `"***"`,
+    /// dotted (`headers.authorization`); `*` stands for any one key.
+    #[serde(default)]
+    pub mask: Vec<String>,
+    /// What a call does when the queue is full: `drop` its entry (counted),
+    /// or `wait` for room.
+    #[serde(default)]
+    pub when_full: WhenFull,
+    /// Entries the queue holds.
+    #[serde(default = "default_buffer")]
+    pub buffer: usize,
+    /// The file's size at which it is rotated (`path` → `path.1` → ...).
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: u64,
+    /// Rotated files kept.
+    #[serde(default = "default_keep")]
+    pub keep: u32,
+}
+
+fn default_buffer() -> usize {
+    10_000
+}
+
+fn default_max_bytes() -> u64 {
+    100 << 20
+}
+
+fn default_keep() -> u32 {
+    5
+}
+
+/// What a call does when the decision log's queue is full.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenFull {
+    /// Drop the entry (counted); the call goes on at once.
+    #[default]
+    Drop,
+    /// Wait until there is room: nothing is lost, calls slow down.
+    Wait,
+}
+
+/// One decided call, as the log writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Unique per decision (the audit log's id scheme).
+    pub decision_id: String,
+    /// When the call was decided (the request's timestamp).
+    pub time: String,
+    /// From the runtime context.
+    pub run_id: Option<String>,
+    /// From the runtime context.
+    pub thread_id: Option<String>,
+    /// The call's id.
+    pub tool_call_id: Option<String>,
+    /// The tool.
+    pub tool: String,
+    /// `allow`, `deny` or `interrupt`.
+    pub outcome: String,
+    /// `enforce`, `warn` or `observe`.
+    pub mode: String,
+    /// In `warn` or `observe` mode: the call was allowed, but would have
+    /// been denied.
+    pub would_deny: bool,
+    /// Every reason's code.
+    pub reason_codes: Vec<String>,
+    /// The deciding policy.
+    pub policy_id: Option<String>,
+    /// The provider failed (the middleware decided by `fail_closed`).
+    pub provider_error: bool,
+    /// The provider's name.
+    pub provider: String,
+    /// The SHA-256 of its library (`None` for a built-in provider).
+    pub provider_sha256: Option<String>,
+    /// How long deciding took, in microseconds.
+    pub latency_us: f64,
+    /// The arguments, masked (only with `args: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+}
+
+enum Message {
+    Entry(Box<Entry>),
+    Flush(SyncSender<()>),
+}
+
+/// An open decision log: the queue and its writer thread.
+pub struct DecisionLog {
+    queue: SyncSender<Message>,
+    when_full: WhenFull,
+    args: bool,
+    mask: Vec<Vec<String>>,
+    dropped: Arc<AtomicU64>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for DecisionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecisionLog").field("dropped", &self.dropped()).finish_non_exhaustive()
+    }
+}
+
+impl DecisionLog {
+    /// Opens (appends to) the log `config` describes, its relative path
+    /// taken from `base_dir`, and starts its writer thread.
+    pub fn open(config: &DecisionLogConfig, base_dir: &Path) -> std::io::Result<DecisionLog> {
+        let path = crate::config::join_relative(base_dir, &config.path);
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let written = file.metadata()?.len();
+        let (queue, receiver) = mpsc::sync_channel(config.buffer.max(1));
+        let rotation = Rotation { path, max_bytes: config.max_bytes.max(1), keep: config.keep };
+        let writer = std::thread::Builder::new()
+            .name("guardhost-decision-log".into())
+            .spawn(move || write_entries(receiver, file, written, rotation))?;
+        Ok(DecisionLog {
+            queue,
+            when_full: config.when_full,
+            args: config.args,
+            mask: config.mask.iter().map(|path| path.split('.').map(str::to_owned).collect()).collect(),
+            dropped: Arc::new(AtomicU64::new(0)),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// Whether entries carry the arguments.
+    pub fn logs_args(&self) -> bool {
+        self.args
+    }
+
+    /// The arguments as the log writes them: masked where `mask` says.
+    pub fn masked(&self, args: &Map<String, Value>) -> Value {
+        let mut args = Value::Object(args.clone());
+        for path in &self.mask {
+            mask(&mut args, path);
+        }
+        args
+    }
+
+    /// Queues `entry` (see `when_full`).
+    pub fn record(&self, entry: Entry) {
+        let message = Message::Entry(Box::new(entry));
+        match self.when_full {
+            WhenFull::Wait => {
+                let _ = self.queue.send(message);
+            }
+            WhenFull::Drop => match self.queue.try_send(message) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                        tracing::warn!("the decision log's queue is full: entries are dropped (and counted)");
+                    }
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        }
+    }
+
+    /// Entries dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Returns once every entry recorded before it is in the file.
+    pub fn flush(&self) {
+        let (done, wait) = mpsc::sync_channel(1);
+        if self.queue.send(Message::Flush(done)).is_ok() {
+            let _ = wait.recv_timeout(Duration::from_secs(30));
+        }
+    }
+}
+
+impl Drop for DecisionLog {
+    fn drop(&mut self) {
+        // Closing the queue ends the writer once it has written the rest.
+        let (queue, _) = mpsc::sync_channel(1);
+        drop(std::mem::replace(&mut self.queue, queue));
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// Masks the value at `path` (and, through `*`, at every key there).
+fn mask(value: &mut Value, path: &[String]) {
+    let Some((first, rest)) = path.split_first() else {
+        *value = Value::from("***");
+        return;
+    };
+    let Value::Object(map) = value else { return };
+    if first == "*" {
+        map.values_mut().for_each(|v| mask(v, rest));
+    } else if let Some(v) = map.get_mut(first) {
+        mask(v, rest);
+    }
+}
+
+struct Rotation {
+    path: PathBuf,
+    max_bytes: u64,
+    keep: u32,
+}
+
+impl Rotation {
+    /// `path.{keep-1}` → `path.{keep}`, ..., `path` → `path.1`; a new file.
+    fn rotate(&self) -> std::io::Result<File> {
+        let numbered = |n: u32| {
+            let mut name = self.path.clone().into_os_string();
+            name.push(format!(".{n}"));
+            PathBuf::from(name)
+        };
+        if self.keep == 0 {
+            std::fs::remove_file(&self.path)?;
+        } else {
+            for n in (1..self.keep).rev() {
+                let _ = std::fs::rename(numbered(n), numbered(n + 1));
+            }
+            std::fs::rename(&self.path, numbered(1))?;
+        }
+        OpenOptions::new().create(true).append(true).open(&self.path)
+    }
+}
+
+/// The writer thread: everything queued, a batch at a time, as whole lines.
+fn write_entries(receiver: Receiver<Message>, mut file: File, mut written: u64, rotation: Rotation) {
+    let mut batch = Vec::with_capacity(64 << 10);
+    let mut flushes = Vec::new();
+    while let Ok(first) = receiver.recv() {
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Entry(entry) => {
+                    if serde_json::to_writer(&mut batch, &entry).is_ok() {
+                        batch.push(b'\n');
+                    }
+                }
+                Message::Flush(done) => flushes.push(done),
+            }
+            if batch.len() < 1 << 20 {
+                next = receiver.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            if written > 0 && written + batch.len() as u64 > rotation.max_bytes {
+                match rotation.rotate() {
+                    Ok(new) => {
+                        file = new;
+                        written = 0;
+                    }
+                    Err(error) => tracing::error!("cannot rotate the decision log: {error}"),
+                }
+            }
+            match file.write_all(&batch) {
+                Ok(()) => written += batch.len() as u64,
+                Err(error) => tracing::error!("cannot write the decision log: {error}"),
+            }
+            batch.clear();
+        }
+        for done in flushes.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path) -> DecisionLogConfig {
+        DecisionLogConfig {
+            path: dir.join("decisions.jsonl"),
+            args: true,
+            mask: vec!["password".into(), "headers.authorization".into(), "env.*".into()],
+            when_full: WhenFull::Wait,
+            buffer: 16,
+            max_bytes: 1 << 20,
+            keep: 2,
+        }
+    }
+
+    fn entry(n: usize) -> Entry {
+        Entry {
+            decision_id: format!("id-{n}"),
+            time: "2026-12-02T00:00:00+00:00".into(),
+            run_id: None,
+            thread_id: Some("t".into()),
+            tool_call_id: Some(format!("c{n}")),
+            tool: "bash".into(),
+            outcome: "deny".into(),
+            mode: "enforce".into(),
+            would_deny: false,
+            reason_codes: vec!["oap.tool_not_allowed".into()],
+            policy_id: None,
+            provider_error: false,
+            provider: "allowlist".into(),
+            provider_sha256: None,
+            latency_us: 1.5,
+            args: None,
+        }
+    }
+
+    fn lines(path: &Path) -> Vec<Entry> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn masked_paths_are_stars_and_nothing_else_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = DecisionLog::open(&config(dir.path()), dir.path()).unwrap();
+        let args = serde_json::json!({
+            "password": "hunter2", "user": "ann",
+            "headers": {"authorization": "Bearer x", "accept": "*/*"},
+            "env": {"A": "1", "B": {"c": 2}}, "nested": {"password": "kept: not at the top"}
+        });
+        let masked = log.masked(args.as_object().unwrap());
+        assert_eq!(
+            masked,
+            serde_json::json!({
+                "password": "***", "user": "ann",
+                "headers": {"authorization": "***", "accept": "*/*"},
+                "env": {"A": "***", "B": "***"}, "nested": {"password": "kept: not at the top"}
+            })
+        );
+    }
+
+    #[test]
+    fn every_entry_is_written_once_in_order_from_many_threads_and_flush_waits_for_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path());
+        let log = Arc::new(DecisionLog::open(&config, dir.path()).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    for i in 0..500 {
+                        log.record(Entry { decision_id: format!("t{t}-{i}"), ..entry(i) });
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        log.flush();
+        let written = lines(&config.path);
+        assert_eq!(written.len(), 2000);
+        for t in 0..4 {
+            let prefix = format!("t{t}-");
+            let ids: Vec<String> = written
+                .iter()
+                .filter(|e| e.decision_id.starts_with(&prefix))
+                .map(|e| e.decision_id.clone())
+                .collect();
+            let expected: Vec<String> = (0..500).map(|i| format!("t{t}-{i}")).collect();
+            assert_eq!(ids, expected, "thread {t}'s entries in its order");
+        }
+        assert_eq!(log.dropped(), 0, "`wait` drops nothing");
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_with_drop_and_a_drop_of_the_log_writes_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        // A FIFO read only later: once its 64 KiB are full, the writer
+        // blocks, the queue of 4 fills, and entries are dropped.
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                let mut pipe = File::open(&fifo).unwrap();
+                std::thread::sleep(Duration::from_millis(500));
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+                text
+            })
+        };
+        let config =
+            DecisionLogConfig { path: fifo, when_full: WhenFull::Drop, buffer: 4, ..config(dir.path()) };
+        let log = DecisionLog::open(&config, dir.path()).unwrap();
+        for i in 0..2000 {
+            log.record(entry(i));
+        }
+        let dropped = log.dropped();
+        assert!(dropped > 0 && dropped < 2000, "{dropped}");
+        drop(log);
+        let text = reader.join().unwrap();
+        assert_eq!(text.lines().count() as u64, 2000 - dropped, "every entry queued was written, whole");
+    }
+
+    #[test]
+    fn the_file_is_rotated_past_its_size_keeping_that_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = DecisionLogConfig { max_bytes: 2_000, keep: 2, ..config(dir.path()) };
+        let log = DecisionLog::open(&config, dir.path()).unwrap();
+        for i in 0..100 {
+            log.record(entry(i));
+            if i % 10 == 9 {
+                log.flush();
+            }
+        }
+        log.flush();
+        let path = &config.path;
+        let rotated = |n: u32| PathBuf::from(format!("{}.{n}", path.display()));
+        assert!(rotated(1).is_file() && rotated(2).is_file() && !rotated(3).exists());
+        for file in [path.clone(), rotated(1), rotated(2)] {
+            let size = std::fs::metadata(&file).unwrap().len();
+            assert!(size <= 2_000 + 4_000, "{}: {size}", file.display());
+            assert!(!lines(&file).is_empty(), "whole lines in {}", file.display());
+        }
+        // The newest entries are in the current file.
+        assert_eq!(lines(path).last().unwrap().decision_id, "id-99");
+    }
+}
