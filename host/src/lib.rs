@@ -110,5 +110,5 @@ pub use request::{
     Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, RequestError, Timestamp,
     ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
 };
-pub use setup::{install, Guardrail};
+pub use setup::{install, middleware_for, Guardrail};
 pub use yaml::YamlError;

@@ -6,6 +6,7 @@ use crate::config::LoadedConfig;
 use crate::decision_log::DecisionLog;
 use crate::instantiate::{instantiate_with, BuildError, LoadedProvider, ProviderInfo};
 use crate::middleware::GuardrailMiddleware;
+use crate::provider::GuardrailProvider;
 
 /// A guardrail ready to wrap tool calls.
 #[derive(Debug, Clone)]
@@ -33,6 +34,20 @@ pub(crate) fn install_with(
         return Ok(None);
     };
     let LoadedProvider { provider, info } = instantiate_with(spec, &config.base_dir, content_addressed)?;
+    let middleware = middleware_for(config, provider, &info)?;
+    Ok(Some(Guardrail { middleware, info }))
+}
+
+/// The middleware a config's `guardrails:` section puts around `provider`
+/// (built from its `provider` spec): `fail_closed`, the passport, the
+/// mode, the library's digest for audit events, and the decision log,
+/// which is opened here.
+pub fn middleware_for(
+    config: &LoadedConfig,
+    provider: Arc<dyn GuardrailProvider>,
+    info: &ProviderInfo,
+) -> Result<GuardrailMiddleware, BuildError> {
+    let section = &config.guardrails;
     let decision_log = match &section.decision_log {
         Some(log) => Some(Arc::new(DecisionLog::open(log, &config.base_dir).map_err(|error| {
             BuildError::DecisionLog {
@@ -42,11 +57,10 @@ pub(crate) fn install_with(
         })?)),
         None => None,
     };
-    let middleware = GuardrailMiddleware::new(Arc::clone(&provider))
-        .with_decision_log(decision_log)
+    Ok(GuardrailMiddleware::new(provider)
         .with_fail_closed(section.fail_closed)
         .with_passport(section.passport.clone())
         .with_mode(section.mode)
-        .with_library_sha256(info.sha256.clone());
-    Ok(Some(Guardrail { middleware, info }))
+        .with_library_sha256(info.sha256.clone())
+        .with_decision_log(decision_log))
 }

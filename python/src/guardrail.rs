@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use guardhost::middleware::denied_message;
 use guardhost::{
-    block_on, ConfigOrigin, GuardrailDecision, GuardrailMiddleware, LoadedConfig, LoadedProvider,
-    ProviderInfo, ToolCall, ToolCallRequest,
+    block_on, middleware_for, ConfigOrigin, GuardrailDecision, GuardrailMiddleware, LoadedConfig,
+    LoadedProvider, ProviderInfo, ToolCall, ToolCallRequest,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -75,10 +75,7 @@ impl Guardrail {
         };
         let LoadedProvider { provider, info } =
             instantiate(spec, &config.base_dir, program).map_err(build_error)?;
-        let middleware = GuardrailMiddleware::new(provider)
-            .with_fail_closed(section.fail_closed)
-            .with_passport(section.passport.clone())
-            .with_library_sha256(info.sha256.clone());
+        let middleware = middleware_for(config, provider, &info).map_err(build_error)?;
         Ok(Some(Guardrail { middleware, info }))
     }
 

@@ -55,4 +55,9 @@ pub struct Config {
     /// `<pack>.json`), evaluated by their `evaluation_rules`.
     #[serde(default)]
     pub policies_dir: Option<String>,
+    /// Where the per-minute rate windows live: `memory` (this process, the
+    /// default) or `redis://[:password@]host[:port][/db]`, shared by every
+    /// process that uses the same server.
+    #[serde(default)]
+    pub state: Option<String>,
 }

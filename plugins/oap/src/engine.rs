@@ -14,6 +14,7 @@ use crate::mapping::{self, Route};
 use crate::packs::{self, command, deny, files, mcp, messaging, web, Denial, Limits};
 use crate::passport::{Passport, PassportError, PassportStore, Status, SPEC_VERSION};
 use crate::rate::RateLimiter;
+use crate::redis::RedisRates;
 
 /// The largest tool-call context APort evaluates (the arguments as JSON; a
 /// file write's `content` is not counted, only its length is checked).
@@ -44,8 +45,21 @@ pub struct Engine {
     packs: HashMap<String, Arc<GenericPack>>,
     generic_state: GenericState,
     passports: PassportStore,
-    rates: RateLimiter,
+    rates: Rates,
 }
+
+/// Where the per-minute windows are kept.
+#[derive(Debug)]
+enum Rates {
+    /// In this process (the default).
+    Memory(RateLimiter),
+    /// In Redis (`state: redis://...`), shared by every process using it.
+    Redis(RedisRates),
+}
+
+/// The code of a denial that stands for a failure of the rate state:
+/// turned into a provider error by [`Engine::decide`], never answered.
+const STATE_UNAVAILABLE: &str = "oap.rate_state_unavailable";
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,6 +130,10 @@ impl Engine {
         if let Some(path) = &passport_path {
             Passport::from_path(path).map_err(|e| format!("passport_path: {e}"))?;
         }
+        let rates = match config.state.as_deref() {
+            None | Some("memory") => Rates::Memory(RateLimiter::default()),
+            Some(url) => Rates::Redis(RedisRates::new(url)?),
+        };
         let framework = config.framework.as_deref().unwrap_or("deerflow");
         let default_passport = expand_home(&format!("~/.aport/{framework}/aport/passport.json"));
         Ok(Engine {
@@ -126,20 +144,23 @@ impl Engine {
             packs,
             generic_state: GenericState::default(),
             passports: PassportStore::default(),
-            rates: RateLimiter::default(),
+            rates,
         })
     }
 
-    /// Decides one call. Never fails: a problem with the passport or the
-    /// call is a denial (fail closed), which the mode may soften.
-    pub fn decide(&self, request: &Request<'_>) -> Decision {
+    /// Decides one call. A problem with the passport or the call is a
+    /// denial (fail closed), which the mode may soften; the only error is a
+    /// rate state (`state: redis://...`) that cannot be asked, which the
+    /// host's `fail_closed` decides.
+    pub fn decide(&self, request: &Request<'_>) -> Result<Decision, String> {
         let mut metadata = Map::new();
         match self.evaluate(request, &mut metadata) {
-            Ok(pack) => Decision::allow()
+            Ok(pack) => Ok(Decision::allow()
                 .with_reason("oap.allowed", "All policy checks passed")
                 .with_policy_id(pack)
-                .with_metadata(metadata),
-            Err(failure) => self.apply_mode(failure, metadata),
+                .with_metadata(metadata)),
+            Err(failure) if failure.denial.code == STATE_UNAVAILABLE => Err(failure.denial.message),
+            Err(failure) => Ok(self.apply_mode(failure, metadata)),
         }
     }
 
@@ -361,7 +382,14 @@ impl Engine {
         let Some((key, per_minute)) = keys.iter().find_map(|k| Some((*k, limits.number(k)?))) else {
             return Ok(());
         };
-        if self.rates.admit(&format!("{}\u{0}{pack}", passport.id), per_minute) {
+        let window = format!("{}\u{0}{pack}", passport.id);
+        let admitted = match &self.rates {
+            Rates::Memory(rates) => rates.admit(&window, per_minute),
+            Rates::Redis(rates) => {
+                rates.admit(&window, per_minute).map_err(|e| deny(STATE_UNAVAILABLE, e))?
+            }
+        };
+        if admitted {
             Ok(())
         } else {
             let message = if WEB_RATE_KEYS.contains(&key) {

@@ -45,6 +45,7 @@ pub mod mapping;
 pub mod packs;
 pub mod passport;
 pub mod rate;
+pub mod redis;
 #[cfg(test)]
 pub(crate) mod testdata;
 pub mod watch;
@@ -71,7 +72,7 @@ impl Provider for OapProvider {
     }
 
     fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError> {
-        Ok(self.engine.decide(request))
+        self.engine.decide(request).map_err(ProviderError::error)
     }
 }
 

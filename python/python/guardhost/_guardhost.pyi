@@ -103,6 +103,7 @@ class Provider:
         program: str | None = None,
         command: list[str] | None = None,
         transport: str | None = None,
+        mode: str | None = None,
         decision_cls: Callable[..., Any],
         reason_cls: Callable[..., Any],
         interrupt: Callable[[str, Any], BaseException],

@@ -81,6 +81,12 @@ class GuardhostProvider:
     - ``timeout_ms``: give up on a call after this long (a provider error);
     - ``transport``: with ``isolation: process``, ``shared_memory`` (the
       default where it can be set up) or ``pipes``;
+    - ``mode``: ``enforce`` (default), or ``warn`` / ``observe``: a denial is
+      returned as an allow whose reason (``guardhost.shadow``) and metadata
+      (``would_deny``) say what would have been denied, to try a policy on
+      live traffic first (``warn`` and ``observe`` answer alike here:
+      DeerFlow does the logging; a provider error is still DeerFlow's
+      ``fail_closed``'s to decide);
     - ``sha256``: the library's expected SHA-256 (hex);
     - ``allow_insecure_permissions``: load a library writable by others;
     - ``base_dir``: where relative paths (the library, path keys such as the
@@ -107,6 +113,7 @@ class GuardhostProvider:
         base_dir: str | os.PathLike[str] | None = None,
         framework: str | None = None,
         transport: str | None = None,
+        mode: str | None = None,
     ) -> None:
         decision_cls, reason_cls = _decision_classes()
         config = dict(config or {})
@@ -126,6 +133,7 @@ class GuardhostProvider:
                 isolation=isolation,
                 timeout_ms=timeout_ms,
                 transport=transport,
+                mode=mode,
                 sha256=sha256,
                 allow_insecure_permissions=bool(allow_insecure_permissions),
                 base_dir=base,

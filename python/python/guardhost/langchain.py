@@ -105,7 +105,9 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     mapping, as :func:`guardhost.load` takes), or from keyword arguments:
     ``use`` (a provider library) or ``command`` (a provider program, which
     runs with ``isolation: process``), ``provider_config``, ``fail_closed`` (default
-    true), ``passport``, ``isolation``, ``transport``, ``timeout_ms``, ``sha256``,
+    true), ``mode`` (``enforce``, default; ``warn`` or ``observe`` let denied
+    calls run and say what would have been denied), ``passport``,
+    ``isolation``, ``transport``, ``timeout_ms``, ``sha256``,
     ``allow_insecure_permissions``; relative paths are taken from
     ``base_dir`` (default: the working directory). A config that leaves the
     guardrail out (``enabled: false``) gives a middleware that lets every
@@ -134,6 +136,7 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         allow_insecure_permissions: bool = False,
         base_dir: str | os.PathLike[str] | None = None,
         transport: str | None = None,
+        mode: str | None = None,
     ) -> None:
         super().__init__()
         given = [what for what, value in (("config", config), ("use", use), ("command", command)) if value is not None]
@@ -157,7 +160,9 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                     provider[key] = value
             if allow_insecure_permissions:
                 provider["allow_insecure_permissions"] = True
-            section = {"enabled": True, "fail_closed": fail_closed, "passport": passport, "provider": provider}
+            section: dict[str, Any] = {"enabled": True, "fail_closed": fail_closed, "passport": passport, "provider": provider}
+            if mode is not None:
+                section["mode"] = mode
             guardrail = load({"guardrails": section}, base_dir=base_dir)
         elif isinstance(config, Mapping):
             guardrail = load(config, base_dir=base_dir)

@@ -1,0 +1,298 @@
+//! Per-minute rate windows kept in Redis (`state: redis://...`), so that
+//! several processes (replicas of `guardhost serve`, agents on several
+//! machines) enforce one passport's limits together.
+//!
+//! Each window is a sorted set of admitted calls, scored by the Redis
+//! server's own clock (no clock skew between replicas), trimmed, counted
+//! and added to by one Lua script: atomic, whatever the number of callers.
+//! The client is a small RESP2 one over plain TCP (a connection per
+//! concurrent caller, kept and reused), with a timeout on connecting and on
+//! every reply. An unreachable or failing server is an error, never a
+//! decision: the host's `fail_closed` decides the call, and the message
+//! says which server and why.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// How long a connection or a reply may take.
+pub const TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Trims the window to the last minute, counts it, and admits the call if
+/// the count is under the limit (`ARGV[1]`), under a unique member
+/// (`ARGV[2]`): 1 admitted, 0 not.
+const SCRIPT: &str = "\
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000000)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], 61000)
+  return 1
+end
+return 0";
+
+/// A Redis server keeping rate windows.
+pub struct RedisRates {
+    /// `redis://host:port/db`, as configured (without a password).
+    shown: String,
+    host: String,
+    port: u16,
+    db: u32,
+    password: Option<String>,
+    idle: Mutex<Vec<BufReader<TcpStream>>>,
+    script: OnceLock<String>,
+    /// Makes members unique: this process's random part, and a counter.
+    member_prefix: u64,
+    members: AtomicU64,
+}
+
+impl std::fmt::Debug for RedisRates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisRates").field("server", &self.shown).finish_non_exhaustive()
+    }
+}
+
+/// A reply.
+#[derive(Debug, PartialEq)]
+enum Reply {
+    Simple(String),
+    Error(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+impl RedisRates {
+    /// Parses `redis://[:password@]host[:port][/db]`. The password, if
+    /// any, is never shown in a message.
+    pub fn new(url: &str) -> Result<RedisRates, String> {
+        let expected = "expected redis://[:password@]host[:port][/db]";
+        let rest = url.strip_prefix("redis://").ok_or_else(|| format!("`state`: {expected}"))?;
+        let (authority, db) = match rest.split_once('/') {
+            Some((authority, "")) => (authority, 0),
+            Some((authority, db)) => (
+                authority,
+                db.parse().map_err(|_| format!("`state`: the database is not a number; {expected}"))?,
+            ),
+            None => (rest, 0),
+        };
+        let (password, address) = match authority.rsplit_once('@') {
+            Some((user_info, address)) => {
+                let password = user_info.split_once(':').map_or(user_info, |(_, p)| p);
+                (Some(password.to_owned()).filter(|p| !p.is_empty()), address)
+            }
+            None => (None, authority),
+        };
+        let (host, port) = match address.rsplit_once(':') {
+            Some((host, port)) => {
+                (host, port.parse().map_err(|_| format!("`state`: the port is not a number; {expected}"))?)
+            }
+            None => (address, 6379),
+        };
+        if host.is_empty() {
+            return Err(format!("`state`: no host; {expected}"));
+        }
+        let shown = format!("redis://{host}:{port}/{db}");
+        let random = std::collections::hash_map::RandomState::new();
+        let member_prefix = std::hash::BuildHasher::hash_one(&random, std::process::id());
+        Ok(RedisRates {
+            shown,
+            host: host.to_owned(),
+            port,
+            db,
+            password,
+            idle: Mutex::new(Vec::new()),
+            script: OnceLock::new(),
+            member_prefix,
+            members: AtomicU64::new(0),
+        })
+    }
+
+    /// The server, as messages name it.
+    pub fn server(&self) -> &str {
+        &self.shown
+    }
+
+    /// Counts one call under `key` if fewer than `per_minute` happened in
+    /// the last minute, across every process using this server; whether it
+    /// was admitted.
+    pub fn admit(&self, key: &str, per_minute: f64) -> Result<bool, String> {
+        let limit = if per_minute.is_finite() { per_minute.max(0.0).ceil() as i64 } else { i64::MAX };
+        let member = format!("{:016x}-{}", self.member_prefix, self.members.fetch_add(1, Ordering::Relaxed));
+        let key = format!("guardhost:oap:rate:{key}");
+        let limit = limit.to_string();
+        let mut connection = self.connection()?;
+        let result = self.admit_on(&mut connection, &key, &limit, &member);
+        if result.is_ok() {
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(connection);
+        }
+        result.map_err(|e| format!("the rate state at {} failed: {e}", self.shown))
+    }
+
+    fn admit_on(
+        &self,
+        connection: &mut BufReader<TcpStream>,
+        key: &str,
+        limit: &str,
+        member: &str,
+    ) -> Result<bool, String> {
+        let sha = match self.script.get() {
+            Some(sha) => sha.clone(),
+            None => {
+                let sha = match command(connection, &[b"SCRIPT", b"LOAD", SCRIPT.as_bytes()])? {
+                    Reply::Bulk(Some(sha)) => String::from_utf8_lossy(&sha).into_owned(),
+                    other => return Err(format!("SCRIPT LOAD answered {other:?}")),
+                };
+                self.script.get_or_init(|| sha).clone()
+            }
+        };
+        let args: [&[u8]; 6] =
+            [b"EVALSHA", sha.as_bytes(), b"1", key.as_bytes(), limit.as_bytes(), member.as_bytes()];
+        let reply = match command(connection, &args)? {
+            // The server restarted and forgot the script: send it whole.
+            Reply::Error(e) if e.starts_with("NOSCRIPT") => command(
+                connection,
+                &[b"EVAL", SCRIPT.as_bytes(), b"1", key.as_bytes(), limit.as_bytes(), member.as_bytes()],
+            )?,
+            reply => reply,
+        };
+        match reply {
+            Reply::Integer(admitted) => Ok(admitted == 1),
+            Reply::Error(e) => Err(e),
+            other => Err(format!("the script answered {other:?}")),
+        }
+    }
+
+    /// A kept connection, or a new one (authenticated, on the database).
+    fn connection(&self) -> Result<BufReader<TcpStream>, String> {
+        if let Some(connection) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Ok(connection);
+        }
+        let unreachable = |e: std::io::Error| format!("cannot reach the rate state at {}: {e}", self.shown);
+        let address =
+            (self.host.as_str(), self.port).to_socket_addrs().map_err(unreachable)?.next().ok_or_else(
+                || format!("cannot reach the rate state at {}: the host has no address", self.shown),
+            )?;
+        let stream = TcpStream::connect_timeout(&address, TIMEOUT).map_err(unreachable)?;
+        stream.set_read_timeout(Some(TIMEOUT)).map_err(unreachable)?;
+        stream.set_write_timeout(Some(TIMEOUT)).map_err(unreachable)?;
+        let _ = stream.set_nodelay(true);
+        let mut connection = BufReader::new(stream);
+        let failed = |e: String| format!("the rate state at {} refused the connection: {e}", self.shown);
+        if let Some(password) = &self.password {
+            expect_ok(command(&mut connection, &[b"AUTH", password.as_bytes()]).map_err(failed)?)
+                .map_err(failed)?;
+        }
+        if self.db != 0 {
+            let db = self.db.to_string();
+            expect_ok(command(&mut connection, &[b"SELECT", db.as_bytes()]).map_err(failed)?)
+                .map_err(failed)?;
+        }
+        Ok(connection)
+    }
+}
+
+fn expect_ok(reply: Reply) -> Result<(), String> {
+    match reply {
+        Reply::Simple(_) => Ok(()),
+        Reply::Error(e) => Err(e),
+        other => Err(format!("answered {other:?}")),
+    }
+}
+
+/// Sends one command and reads its reply.
+fn command(connection: &mut BufReader<TcpStream>, args: &[&[u8]]) -> Result<Reply, String> {
+    let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        bytes.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        bytes.extend_from_slice(arg);
+        bytes.extend_from_slice(b"\r\n");
+    }
+    connection.get_mut().write_all(&bytes).map_err(|e| e.to_string())?;
+    read_reply(connection)
+}
+
+fn read_reply(input: &mut impl BufRead) -> Result<Reply, String> {
+    let mut line = Vec::new();
+    input.read_until(b'\n', &mut line).map_err(|e| e.to_string())?;
+    if !line.ends_with(b"\r\n") {
+        return Err("the connection closed".into());
+    }
+    let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
+    let number = || text.parse::<i64>().map_err(|_| format!("not a number in a reply: {text:?}"));
+    match line[0] {
+        b'+' => Ok(Reply::Simple(text)),
+        b'-' => Ok(Reply::Error(text)),
+        b':' => Ok(Reply::Integer(number()?)),
+        b'$' => match number()? {
+            -1 => Ok(Reply::Bulk(None)),
+            length if (0..=64 << 20).contains(&length) => {
+                let mut bulk = vec![0; length as usize + 2];
+                input.read_exact(&mut bulk).map_err(|e| e.to_string())?;
+                bulk.truncate(length as usize);
+                Ok(Reply::Bulk(Some(bulk)))
+            }
+            length => Err(format!("a bulk reply of {length} bytes")),
+        },
+        b'*' => match number()? {
+            -1 => Ok(Reply::Array(Vec::new())),
+            count if (0..=1 << 20).contains(&count) => {
+                (0..count).map(|_| read_reply(input)).collect::<Result<_, _>>().map(Reply::Array)
+            }
+            count => Err(format!("an array reply of {count} items")),
+        },
+        other => Err(format!("not a reply: starts with {:?}", other as char)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_read_and_a_password_never_shown() {
+        let rates = RedisRates::new("redis://:s3cret@cache.internal:6380/2").unwrap();
+        assert_eq!((rates.host.as_str(), rates.port, rates.db), ("cache.internal", 6380, 2));
+        assert_eq!(rates.password.as_deref(), Some("s3cret"));
+        assert_eq!(rates.server(), "redis://cache.internal:6380/2");
+        assert!(!format!("{rates:?}").contains("s3cret"));
+        let plain = RedisRates::new("redis://127.0.0.1").unwrap();
+        assert_eq!((plain.port, plain.db, plain.password.clone()), (6379, 0, None));
+        for (bad, why) in [
+            ("http://x", "expected redis://"),
+            ("redis://host:port", "the port is not a number"),
+            ("redis://host/x", "the database is not a number"),
+            ("redis://:p@", "no host"),
+        ] {
+            assert!(RedisRates::new(bad).unwrap_err().contains(why), "{bad}");
+        }
+    }
+
+    #[test]
+    fn replies_are_read_as_resp2_says() {
+        let read = |bytes: &[u8]| read_reply(&mut &bytes[..]);
+        assert_eq!(read(b"+OK\r\n"), Ok(Reply::Simple("OK".into())));
+        assert_eq!(read(b"-ERR no\r\n"), Ok(Reply::Error("ERR no".into())));
+        assert_eq!(read(b":42\r\n"), Ok(Reply::Integer(42)));
+        assert_eq!(read(b"$3\r\nabc\r\n"), Ok(Reply::Bulk(Some(b"abc".to_vec()))));
+        assert_eq!(read(b"$-1\r\n"), Ok(Reply::Bulk(None)));
+        assert_eq!(
+            read(b"*2\r\n:1\r\n$1\r\nx\r\n"),
+            Ok(Reply::Array(vec![Reply::Integer(1), Reply::Bulk(Some(b"x".to_vec()))]))
+        );
+        assert!(read(b"").is_err());
+        assert!(read(b"?\r\n").unwrap_err().contains("not a reply"));
+        assert!(read(b"$99999999999\r\n").unwrap_err().contains("bulk reply"));
+    }
+
+    #[test]
+    fn an_unreachable_server_is_an_error_naming_it() {
+        // Port 1 on loopback: nothing listens there.
+        let rates = RedisRates::new("redis://127.0.0.1:1").unwrap();
+        let error = rates.admit("k", 5.0).unwrap_err();
+        assert!(error.contains("redis://127.0.0.1:1/0") && error.contains("cannot reach"), "{error}");
+    }
+}
