@@ -40,7 +40,8 @@ pub(crate) enum Collected {
 /// The host's end of one provider process's region.
 pub(crate) struct HostLink {
     region: Region,
-    /// The region's file, until the child has inherited it.
+    /// The region's file, which each child of this link inherits (kept
+    /// open while the link lives; the mapping does not need it).
     fd: OwnedFd,
     /// Free slots, the most recently freed last (its memory is warm).
     free: Mutex<Vec<u16>>,
