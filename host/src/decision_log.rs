@@ -27,6 +27,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use std::borrow::Cow;
+
+use crate::audit::AuditProvider;
+use crate::config::Mode;
+use crate::request::{CallView, GuardrailDecision};
+
 /// `guardrails.decision_log`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -94,7 +100,8 @@ pub struct Entry {
     pub tool_call_id: Option<String>,
     /// The tool.
     pub tool: String,
-    /// `allow`, `deny` or `interrupt`.
+    /// `allow`, `deny`, `interrupt`, or `error` (the provider failed and the
+    /// decision was the caller's: a DeerFlow provider).
     pub outcome: String,
     /// `enforce`, `warn` or `observe`.
     pub mode: String,
@@ -116,6 +123,19 @@ pub struct Entry {
     /// The arguments, masked (only with `args: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
+}
+
+/// How a call ended, as [`DecisionLog::record_call`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Decided<'a> {
+    /// A decision (and whether the provider failed, so that `fail_closed`
+    /// made it).
+    Decision(&'a GuardrailDecision, bool),
+    /// The provider raised an interrupt.
+    Interrupt,
+    /// The provider failed and the decision is someone else's to make (a
+    /// DeerFlow provider: DeerFlow's `fail_closed` decides).
+    ProviderError,
 }
 
 enum Message {
@@ -161,11 +181,6 @@ impl DecisionLog {
         })
     }
 
-    /// Whether entries carry the arguments.
-    pub fn logs_args(&self) -> bool {
-        self.args
-    }
-
     /// The arguments as the log writes them: masked where `mask` says.
     pub fn masked(&self, args: &Map<String, Value>) -> Value {
         let mut args = Value::Object(args.clone());
@@ -173,6 +188,46 @@ impl DecisionLog {
             mask(&mut args, path);
         }
         args
+    }
+
+    /// Records the call `view` shows, decided as `decided` in `mode` by
+    /// `provider`, in `took`.
+    pub fn record_call(
+        &self,
+        view: &CallView<'_>,
+        decided: Decided<'_>,
+        mode: Mode,
+        provider: &AuditProvider,
+        took: Duration,
+    ) {
+        let owned = |text: &Option<Cow<'_, str>>| text.as_deref().map(str::to_owned);
+        let (outcome, decision, provider_error) = match decided {
+            Decided::Decision(decision, provider_error) => {
+                (if decision.allow { "allow" } else { "deny" }, Some(decision), provider_error)
+            }
+            Decided::Interrupt => ("interrupt", None, false),
+            Decided::ProviderError => ("error", None, true),
+        };
+        self.record(Entry {
+            decision_id: crate::audit::decision_id(),
+            time: view.timestamp.to_owned(),
+            run_id: owned(&view.attribution.run_id),
+            thread_id: owned(&view.attribution.thread_id),
+            tool_call_id: view.tool_call_id.map(str::to_owned),
+            tool: view.tool_name.to_owned(),
+            outcome: outcome.to_owned(),
+            mode: mode.as_str().to_owned(),
+            would_deny: decision.is_some_and(|d| d.allow && d.metadata.contains_key("would_deny")),
+            reason_codes: decision
+                .map(|d| d.reasons.iter().map(|r| r.code.clone()).collect())
+                .unwrap_or_default(),
+            policy_id: decision.and_then(|d| d.policy_id.clone()),
+            provider_error,
+            provider: provider.name.clone(),
+            provider_sha256: provider.sha256.clone(),
+            latency_us: took.as_secs_f64() * 1e6,
+            args: self.args.then(|| self.masked(view.tool_input)),
+        });
     }
 
     /// Queues `entry` (see `when_full`).

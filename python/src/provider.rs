@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use guardhost::decision_log::{Decided, DecisionLog, DecisionLogConfig};
 use guardhost::{
     block_on, GuardrailProvider, GuardrailRequest, Isolation, LoadedProvider, ProviderFailure, ProviderInfo,
     ProviderSpec, Transport,
 };
-use guardhost::{middleware::shadowed, Mode};
+use guardhost::{middleware::shadowed, AuditProvider, Mode};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
@@ -28,6 +29,8 @@ pub(crate) struct Provider {
     /// `enforce`, or shadow mode: denials returned as allows that say what
     /// would have been denied.
     mode: Mode,
+    /// Where every decision is written, if anywhere.
+    decision_log: Option<DecisionLog>,
     decision_cls: Py<PyAny>,
     reason_cls: Py<PyAny>,
     interrupt: Py<PyAny>,
@@ -132,7 +135,7 @@ impl Provider {
     #[new]
     #[pyo3(signature = (use_, config=None, *, isolation=None, timeout_ms=None, sha256=None,
                         allow_insecure_permissions=false, base_dir=None, program=None, command=None,
-                        transport=None, mode=None, decision_cls, reason_cls, interrupt))]
+                        transport=None, mode=None, decision_log=None, decision_cls, reason_cls, interrupt))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -147,6 +150,7 @@ impl Provider {
         command: Option<Vec<String>>,
         transport: Option<&str>,
         mode: Option<&str>,
+        decision_log: Option<&Bound<'_, PyAny>>,
         decision_cls: Py<PyAny>,
         reason_cls: Py<PyAny>,
         interrupt: Py<PyAny>,
@@ -196,9 +200,21 @@ impl Provider {
             transport,
         };
         let base_dir = absolute_base(base_dir);
+        let decision_log = match decision_log {
+            Some(section) => {
+                let section = serde_json::Value::Object(config_map(Some(section), "decision_log")?);
+                let config: DecisionLogConfig = serde_json::from_value(section)
+                    .map_err(|e| ConfigError::new_err(format!("decision_log: {e}")))?;
+                let log = DecisionLog::open(&config, &base_dir).map_err(|e| {
+                    ConfigError::new_err(format!("decision_log: cannot open {}: {e}", config.path.display()))
+                })?;
+                Some(log)
+            }
+            None => None,
+        };
         let LoadedProvider { provider, info } =
             py.allow_threads(|| instantiate(&spec, &base_dir, program)).map_err(build_error)?;
-        Ok(Provider { provider, info, mode, decision_cls, reason_cls, interrupt })
+        Ok(Provider { provider, info, mode, decision_log, decision_cls, reason_cls, interrupt })
     }
 
     /// The provider's name.
@@ -232,6 +248,7 @@ impl Provider {
     ) -> PyResult<Bound<'py, PyAny>> {
         let request = request_from(request)?;
         let provider = &self.provider;
+        let started = std::time::Instant::now();
         let evaluation = py.allow_threads(|| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 if asynchronous {
@@ -244,9 +261,18 @@ impl Provider {
                 Err(ProviderFailure::error(format!("provider '{}' panicked", provider.name())))
             })
         });
+        let evaluation = evaluation.map(|decision| shadowed(decision, self.mode));
+        if let Some(log) = &self.decision_log {
+            let decided = match &evaluation {
+                Ok(decision) => Decided::Decision(decision, false),
+                Err(ProviderFailure::Interrupt(_)) => Decided::Interrupt,
+                Err(_) => Decided::ProviderError,
+            };
+            let provider = AuditProvider { name: self.info.name.clone(), sha256: self.info.sha256.clone() };
+            log.record_call(&request.view(), decided, self.mode, &provider, started.elapsed());
+        }
         match evaluation {
             Ok(decision) => {
-                let decision = shadowed(decision, self.mode);
                 let reasons = PyList::empty(py);
                 let reason_cls = self.reason_cls.bind(py);
                 for r in &decision.reasons {

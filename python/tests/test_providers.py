@@ -203,3 +203,31 @@ def test_shadow_mode_returns_a_denial_as_an_allow_that_says_what_would_have_been
     assert not decide(enforcing, path, "bash").allow
     with pytest.raises(guardhost.ConfigError, match="expected `enforce`, `warn` or `observe`"):
         GuardhostProvider(use=allowlist_so, mode="audit")
+
+
+def test_the_deerflow_provider_writes_every_decision_to_its_decision_log(allowlist_so, test_so, tmp_path):
+    log = tmp_path / "decisions.jsonl"
+    p = GuardhostProvider(
+        use=allowlist_so,
+        config={"denied_tools": ["bash"]},
+        decision_log={"path": str(log), "args": True, "mask": ["command"]},
+    )
+    decide(p, "sync", "bash", {"command": "cat /etc/shadow"})
+    decide(p, "async", "read_file", {"path": "/x"})
+    failing = GuardhostProvider(use=test_so("ErroringProvider"), decision_log={"path": str(log)})
+    with pytest.raises(guardhost.ProviderError):
+        decide(failing, "sync", "ls")
+    import json
+    import time
+
+    # The writer threads write within milliseconds.
+    deadline = time.time() + 10
+    while len(log.read_text().splitlines()) < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["tool"], e["outcome"]) for e in entries] == [("bash", "deny"), ("read_file", "allow"), ("ls", "error")]
+    assert entries[0]["args"] == {"command": "***"} and entries[0]["provider"] == "allowlist"
+    assert entries[2]["provider_error"] is True and "args" not in entries[2]
+    assert len({e["decision_id"] for e in entries}) == 3
+    with pytest.raises(guardhost.ConfigError, match="decision_log: unknown field `pth`"):
+        GuardhostProvider(use=allowlist_so, decision_log={"pth": "x"})

@@ -14,7 +14,7 @@
 //!   reloaded);
 //! - [`service`]: the routes;
 //! - [`metrics`]: what `/metrics` says;
-//! - [`serve`]: the accept loop, its limits and the graceful shutdown.
+//! - [`mod@serve`]: the accept loop, its limits and the graceful shutdown.
 //!
 //! The `guardhost-server` binary (and `guardhost serve`, which runs it) is
 //! this crate's `main.rs`; docs/server.md is its guide.

@@ -8,7 +8,7 @@ use serde_json::Map;
 
 use crate::audit::{AuditAction, AuditProvider, AuditRecord, AuditSink};
 use crate::config::Mode;
-use crate::decision_log::{DecisionLog, Entry};
+use crate::decision_log::{Decided, DecisionLog};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::{
@@ -418,46 +418,13 @@ impl GuardrailMiddleware {
     ) -> Result<(GuardrailDecision, bool), ToolCallError> {
         let concluded = self.conclude_unlogged(view.tool_name, evaluation, path, request);
         if let (Some(log), Some(started)) = (&self.decision_log, started) {
-            log.record(self.entry(view, &concluded, started.elapsed(), log));
+            let decided = match &concluded {
+                Ok((decision, provider_error)) => Decided::Decision(decision, *provider_error),
+                Err(_) => Decided::Interrupt,
+            };
+            log.record_call(view, decided, self.mode, &self.audit_provider, started.elapsed());
         }
         concluded
-    }
-
-    /// The decision log's entry for the call `view` shows.
-    fn entry(
-        &self,
-        view: &CallView<'_>,
-        concluded: &Result<(GuardrailDecision, bool), ToolCallError>,
-        took: std::time::Duration,
-        log: &DecisionLog,
-    ) -> Entry {
-        let owned = |text: &Option<Cow<'_, str>>| text.as_deref().map(str::to_owned);
-        let (outcome, decision, provider_error) = match concluded {
-            Ok((decision, provider_error)) => {
-                (if decision.allow { "allow" } else { "deny" }, Some(decision), *provider_error)
-            }
-            Err(_) => ("interrupt", None, false),
-        };
-        Entry {
-            decision_id: crate::audit::decision_id(),
-            time: view.timestamp.to_owned(),
-            run_id: owned(&view.attribution.run_id),
-            thread_id: owned(&view.attribution.thread_id),
-            tool_call_id: view.tool_call_id.map(str::to_owned),
-            tool: view.tool_name.to_owned(),
-            outcome: outcome.to_owned(),
-            mode: self.mode.as_str().to_owned(),
-            would_deny: decision.is_some_and(|d| d.allow && d.metadata.contains_key("would_deny")),
-            reason_codes: decision
-                .map(|d| d.reasons.iter().map(|r| r.code.clone()).collect())
-                .unwrap_or_default(),
-            policy_id: decision.and_then(|d| d.policy_id.clone()),
-            provider_error,
-            provider: self.audit_provider.name.clone(),
-            provider_sha256: self.audit_provider.sha256.clone(),
-            latency_us: took.as_secs_f64() * 1e6,
-            args: log.logs_args().then(|| log.masked(view.tool_input)),
-        }
     }
 
     /// [`Self::conclude`] before the decision log.

@@ -104,6 +104,7 @@ class Provider:
         command: list[str] | None = None,
         transport: str | None = None,
         mode: str | None = None,
+        decision_log: dict[str, Any] | None = None,
         decision_cls: Callable[..., Any],
         reason_cls: Callable[..., Any],
         interrupt: Callable[[str, Any], BaseException],

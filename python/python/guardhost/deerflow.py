@@ -87,6 +87,10 @@ class GuardhostProvider:
       live traffic first (``warn`` and ``observe`` answer alike here:
       DeerFlow does the logging; a provider error is still DeerFlow's
       ``fail_closed``'s to decide);
+    - ``decision_log``: every decision as a JSON line, the keys of a
+      config's ``guardrails.decision_log`` (``{"path": ..., "args": ...,
+      "mask": [...]}``; a relative path starts at ``base_dir``); a provider
+      error is logged with outcome ``error``, DeerFlow deciding the call;
     - ``sha256``: the library's expected SHA-256 (hex);
     - ``allow_insecure_permissions``: load a library writable by others;
     - ``base_dir``: where relative paths (the library, path keys such as the
@@ -114,6 +118,7 @@ class GuardhostProvider:
         framework: str | None = None,
         transport: str | None = None,
         mode: str | None = None,
+        decision_log: dict[str, Any] | None = None,
     ) -> None:
         decision_cls, reason_cls = _decision_classes()
         config = dict(config or {})
@@ -134,6 +139,7 @@ class GuardhostProvider:
                 timeout_ms=timeout_ms,
                 transport=transport,
                 mode=mode,
+                decision_log=decision_log,
                 sha256=sha256,
                 allow_insecure_permissions=bool(allow_insecure_permissions),
                 base_dir=base,
