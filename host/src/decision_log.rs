@@ -108,7 +108,8 @@ pub struct Entry {
     /// In `warn` or `observe` mode: the call was allowed, but would have
     /// been denied.
     pub would_deny: bool,
-    /// Every reason's code.
+    /// Every reason's code (with `would_deny`: those of the denial it
+    /// would have been).
     pub reason_codes: Vec<String>,
     /// The deciding policy.
     pub policy_id: Option<String>,
@@ -218,9 +219,7 @@ impl DecisionLog {
             outcome: outcome.to_owned(),
             mode: mode.as_str().to_owned(),
             would_deny: decision.is_some_and(|d| d.allow && d.metadata.contains_key("would_deny")),
-            reason_codes: decision
-                .map(|d| d.reasons.iter().map(|r| r.code.clone()).collect())
-                .unwrap_or_default(),
+            reason_codes: decision.map(reason_codes).unwrap_or_default(),
             policy_id: decision.and_then(|d| d.policy_id.clone()),
             provider_error,
             provider: provider.name.clone(),
@@ -273,6 +272,20 @@ impl Drop for DecisionLog {
         if let Some(writer) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = writer.join();
         }
+    }
+}
+
+/// A decision's reason codes; for one that shadow mode let through, the
+/// codes of the denial it would have been (the decision's own reason is
+/// only `guardhost.shadow`).
+fn reason_codes(decision: &GuardrailDecision) -> Vec<String> {
+    let would_deny =
+        decision.metadata.get("would_deny").and_then(|w| w.get("reasons")).and_then(Value::as_array);
+    match would_deny {
+        Some(reasons) if decision.allow => {
+            reasons.iter().filter_map(|r| r.get("code").and_then(Value::as_str).map(str::to_owned)).collect()
+        }
+        _ => decision.reasons.iter().map(|r| r.code.clone()).collect(),
     }
 }
 

@@ -94,7 +94,7 @@ fn shadow_mode_logs_the_would_be_denials_as_allowed() {
     assert_eq!(answers[0]["outcome"], "allow");
     let logged = entries(&dir.path().join("decisions.jsonl"));
     assert_eq!((logged[0]["would_deny"].clone(), logged[0]["mode"].clone()), (json!(true), json!("warn")));
-    assert_eq!(logged[0]["reason_codes"], json!(["guardhost.shadow"]));
+    assert_eq!(logged[0]["reason_codes"], json!(["oap.tool_not_allowed"]), "the would-be denial's codes");
     assert_eq!(logged[1]["would_deny"], json!(false));
 }
 

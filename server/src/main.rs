@@ -51,8 +51,9 @@ struct Args {
     /// Connections served at once; a connection beyond is answered 503.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     max_connections: usize,
-    /// How long a client may take to send a request's headers, then its
-    /// body, in milliseconds.
+    /// How long a client may take to send a request's head (an idle
+    /// connection is closed after this), then its body, and to take each
+    /// part of an answer, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     request_timeout_ms: u64,
     /// How long a shutdown (SIGTERM, SIGINT) waits for the calls in flight,
@@ -96,7 +97,12 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<(), String> {
     let token = match &args.token_env {
         Some(name) => match std::env::var(name) {
-            Ok(token) if !token.is_empty() => Some(token),
+            Ok(token) if !token.is_empty() => {
+                // Out of the environment that provider processes and
+                // programs inherit. (No other thread runs yet.)
+                std::env::remove_var(name);
+                Some(token)
+            }
             // Never the value: name the variable.
             _ => {
                 return Err(format!(

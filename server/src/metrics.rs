@@ -123,7 +123,8 @@ impl Metrics {
         );
         if call.provider_error {
             self.provider_errors.add(provider.clone(), 1, None);
-            if call.outcome == "allow" {
+            // Let through by `fail_closed: false`, not by shadow mode.
+            if call.outcome == "allow" && !call.would_deny {
                 self.fail_open.add(provider.clone(), 1, None);
             }
         }

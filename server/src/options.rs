@@ -42,8 +42,10 @@ pub struct Options {
     /// Connections served at once; beyond, a new connection is answered 503
     /// and closed.
     pub max_connections: usize,
-    /// How long a client may take to send a request's headers, and then
-    /// its body: a slow client is dropped, not waited for.
+    /// How long a client may take to send a request's head (from the
+    /// connection's start, or after its last answer: an idle connection is
+    /// closed after this), then its body, and to take each part of an
+    /// answer: a slow client is dropped, not waited for.
     pub request_timeout: Duration,
     /// How long a shutdown waits for the requests in flight.
     pub drain_timeout: Duration,

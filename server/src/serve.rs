@@ -5,13 +5,17 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 
@@ -95,7 +99,7 @@ impl Server {
                 Err(error) => {
                     // Out of descriptors, say: wait a moment rather than spin.
                     tracing::warn!("cannot accept a connection: {error}");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
             };
@@ -105,9 +109,11 @@ impl Server {
             };
             let connection = {
                 let service = service.clone();
+                let options = service.options();
+                let io = Deadlined::new(io, options.request_timeout);
                 http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(service.options().request_timeout)
+                    .header_read_timeout(options.request_timeout)
                     .serve_connection(
                         TokioIo::new(io),
                         service_fn(move |request| {
@@ -163,7 +169,90 @@ async fn accept(listener: &Listener) -> std::io::Result<Box<dyn Stream>> {
     })
 }
 
-/// Answers a connection beyond the limit with 503 and closes it.
+/// A connection with the deadline hyper does not keep itself: one that
+/// takes no byte of its answers for `stalled` (a client that writes
+/// requests and never reads) is closed. (hyper closes one that sends no
+/// request head within its header timeout, from its start or after its
+/// last answer.)
+struct Deadlined<S> {
+    io: S,
+    stalled: Duration,
+    writing: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> Deadlined<S> {
+    fn new(io: S, stalled: Duration) -> Self {
+        Deadlined { io, stalled, writing: None }
+    }
+
+    /// `Pending` until the stall's timer (set on first need) fires, then
+    /// the error that closes the connection.
+    fn stall<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let stalled = self.stalled;
+        let timer = self.writing.get_or_insert_with(|| Box::pin(tokio::time::sleep(stalled)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took nothing of its answers for the request timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// What a write or a flush did: progress clears the timer.
+    fn progress<T>(&mut self, polled: Poll<io::Result<T>>, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        match polled {
+            Poll::Pending => self.stall(cx),
+            ready => {
+                self.writing = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Deadlined<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Deadlined<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, bytes);
+        self.progress(polled, cx)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_flush(cx);
+        self.progress(polled, cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buffers: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, buffers);
+        self.progress(polled, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+/// Answers a connection beyond the limit with 503 and closes it, having
+/// read what the client sent first (closing a socket with unread bytes
+/// resets it, and the client might never see the answer).
 async fn refuse_busy(mut io: Box<dyn Stream>, limit: usize) {
     let body = format!(
         "{{\"error\":{{\"kind\":\"busy\",\"message\":\"this server serves {limit} connections at once \
@@ -174,9 +263,14 @@ async fn refuse_busy(mut io: Box<dyn Stream>, limit: usize) {
          connection: close\r\n\r\n{body}",
         body.len()
     );
-    let write = async {
+    let answer = async {
+        let mut request = [0u8; 4096];
+        let _ = tokio::time::timeout(Duration::from_millis(100), io.read(&mut request)).await;
         io.write_all(response.as_bytes()).await?;
-        io.shutdown().await
+        io.shutdown().await?;
+        // Until the client closes too (or a second passes).
+        while io.read(&mut request).await? > 0 {}
+        Ok::<_, io::Error>(())
     };
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), answer).await;
 }

@@ -203,7 +203,7 @@ impl Service {
             }
             Ok(Err(error)) => Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
-                "slow_body",
+                "bad_body",
                 format!("cannot read the body: {error}"),
             )),
             Err(_) => Err(Refusal::new(

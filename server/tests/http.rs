@@ -199,13 +199,23 @@ fn large_slow_and_too_many_requests_are_refused_and_cannot_hold_the_server() {
     assert_eq!((response.status, response.json()["error"]["kind"].clone()), (408, json!("slow_body")));
 
     // Connections beyond the limit are answered 503 at once; the ones
-    // within are served as usual once the idle ones are dropped.
-    let idle: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(&server.address).unwrap()).collect();
-    std::thread::sleep(Duration::from_millis(100));
-    let response = request(&server.address, "GET", "/healthz", &[], b"");
+    // within are served as usual once the idle ones are dropped (by the
+    // client here; after the request timeout, the server drops them too).
+    let busy = Server::start(&["--config", path.to_str().unwrap(), "--max-connections", "8"]);
+    let idle: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(&busy.address).unwrap()).collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let response = loop {
+        // Until the server has taken the 8 (it accepts them in its own time).
+        let response = request(&busy.address, "GET", "/healthz", &[], b"");
+        if response.status == 503 || Instant::now() > deadline {
+            break response;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(response.status, 503, "{}", response.text());
     assert_eq!(response.json()["error"]["kind"], "busy");
     drop(idle);
+    let server = busy;
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let response = request(&server.address, "POST", "/v1/decide", &[], br#"{"name":"ls"}"#);
@@ -388,4 +398,71 @@ fn observe_mode_lets_every_call_through_and_counts_what_would_have_been_denied()
         metrics.lines().any(|l| l == "guardhost_shadow_would_deny_total{provider=\"allowlist\"} 2"),
         "{metrics}"
     );
+}
+
+#[test]
+fn idle_connections_and_clients_that_never_read_are_closed_and_free_their_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), &allowlist());
+    // A connection that sends nothing at all is closed after the request
+    // timeout.
+    let idle_server = Server::start(&["--config", path.to_str().unwrap(), "--request-timeout-ms", "400"]);
+    let started = Instant::now();
+    let mut idle = TcpStream::connect(&idle_server.address).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut nothing = Vec::new();
+    let _ = idle.read_to_end(&mut nothing);
+    assert!(started.elapsed() < Duration::from_secs(5), "held for {:?}", started.elapsed());
+
+    // Two clients that pipeline requests and never read their answers take
+    // both places, until the answers stall past the request timeout and
+    // they are dropped.
+    let server = Server::start(&[
+        "--config",
+        path.to_str().unwrap(),
+        "--max-connections",
+        "2",
+        "--request-timeout-ms",
+        "300",
+    ]);
+    let flood: Vec<u8> =
+        (0..100_000).flat_map(|_| b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n".iter().copied()).collect();
+    let stallers: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&server.address).unwrap();
+            stream.set_write_timeout(Some(Duration::from_millis(500))).unwrap();
+            let _ = stream.write_all(&flood);
+            stream
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let response = request(&server.address, "POST", "/v1/decide", &[], br#"{"name":"ls"}"#);
+        if response.status == 200 {
+            break;
+        }
+        assert_eq!(response.status, 503, "{}", response.text());
+        assert!(Instant::now() < deadline, "the stalled clients kept their places");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(stallers);
+}
+
+#[test]
+fn the_token_is_not_in_the_environment_provider_processes_inherit() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = format!(
+        "    use: {}\n    isolation: process\n",
+        support::use_of("guardhost_test_providers", "FaultyProvider")
+    );
+    let path = config(dir.path(), &faulty);
+    let server = Server::start_with_env(
+        &["--config", path.to_str().unwrap(), "--token-env", "GH_SERVE_TOKEN"],
+        &[("GH_SERVE_TOKEN", "t0ken"), ("GH_OTHER_VAR", "kept")],
+    );
+    let bearer = [("authorization", "Bearer t0ken")];
+    let response = server.call("POST", "/v1/decide", &bearer, br#"{"name":"env"}"#);
+    let names = response.json()["metadata"].clone();
+    assert_eq!(names["GH_OTHER_VAR"], json!(true), "{names}");
+    assert!(names.get("GH_SERVE_TOKEN").is_none(), "{names}");
 }

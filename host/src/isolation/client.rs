@@ -818,8 +818,12 @@ impl Connection {
             |id| {
                 let reply = self.pending.lock().unwrap_or_else(|e| e.into_inner()).calls.remove(&id);
                 // Unless its answer came over the pipe meanwhile.
-                if let Some(reply) = reply {
-                    reply.fill(Err(self.timed_out(name, limit)));
+                match reply {
+                    Some(reply) => {
+                        reply.fill(Err(self.timed_out(name, limit)));
+                        true
+                    }
+                    None => false,
                 }
             },
         );
@@ -956,6 +960,11 @@ fn read_answers(
     if ready.send(handshake).is_err() || !started {
         connection.kill("failed to start".into());
         connection.reap();
+        // The collector, if the region was taken into use, ends too.
+        #[cfg(target_os = "linux")]
+        if let Some(link) = connection.shm.get() {
+            link.abandon();
+        }
         return;
     }
     let reason = loop {

@@ -24,6 +24,7 @@ pub const TIMEOUT: Duration = Duration::from_millis(500);
 /// the count is under the limit (`ARGV[1]`), under a unique member
 /// (`ARGV[2]`): 1 admitted, 0 not.
 const SCRIPT: &str = "\
+if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000000)
@@ -71,20 +72,21 @@ impl RedisRates {
     pub fn new(url: &str) -> Result<RedisRates, String> {
         let expected = "expected redis://[:password@]host[:port][/db]";
         let rest = url.strip_prefix("redis://").ok_or_else(|| format!("`state`: {expected}"))?;
-        let (authority, db) = match rest.split_once('/') {
-            Some((authority, "")) => (authority, 0),
-            Some((authority, db)) => (
-                authority,
+        // The password (which may hold `/` or `@`) ends at the last `@`.
+        let (password, rest) = match rest.rsplit_once('@') {
+            Some((user_info, rest)) => {
+                let password = user_info.split_once(':').map_or(user_info, |(_, p)| p);
+                (Some(password.to_owned()).filter(|p| !p.is_empty()), rest)
+            }
+            None => (None, rest),
+        };
+        let (address, db) = match rest.split_once('/') {
+            Some((address, "")) => (address, 0),
+            Some((address, db)) => (
+                address,
                 db.parse().map_err(|_| format!("`state`: the database is not a number; {expected}"))?,
             ),
             None => (rest, 0),
-        };
-        let (password, address) = match authority.rsplit_once('@') {
-            Some((user_info, address)) => {
-                let password = user_info.split_once(':').map_or(user_info, |(_, p)| p);
-                (Some(password.to_owned()).filter(|p| !p.is_empty()), address)
-            }
-            None => (None, authority),
         };
         let (host, port) = match address.rsplit_once(':') {
             Some((host, port)) => {
@@ -254,11 +256,11 @@ mod tests {
 
     #[test]
     fn urls_are_read_and_a_password_never_shown() {
-        let rates = RedisRates::new("redis://:s3cret@cache.internal:6380/2").unwrap();
+        let rates = RedisRates::new("redis://:s3/cr@et@cache.internal:6380/2").unwrap();
         assert_eq!((rates.host.as_str(), rates.port, rates.db), ("cache.internal", 6380, 2));
-        assert_eq!(rates.password.as_deref(), Some("s3cret"));
+        assert_eq!(rates.password.as_deref(), Some("s3/cr@et"));
         assert_eq!(rates.server(), "redis://cache.internal:6380/2");
-        assert!(!format!("{rates:?}").contains("s3cret"));
+        assert!(!format!("{rates:?}").contains("s3/cr@et"));
         let plain = RedisRates::new("redis://127.0.0.1").unwrap();
         assert_eq!((plain.port, plain.db, plain.password.clone()), (6379, 0, None));
         for (bad, why) in [

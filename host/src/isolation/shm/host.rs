@@ -13,6 +13,10 @@ use super::region::{self, Region, SLOTS, SLOT_BYTES};
 use super::spin::Spin;
 use super::state::{ABANDONED, ANSWERED, ASYNC, FREE, PHASE, PIPED, POSTED, WAITING};
 
+/// While async calls are in flight, the collector looks for their answers
+/// at least this often.
+pub const COLLECT_AT_LEAST_EVERY: Duration = Duration::from_millis(1);
+
 /// How a sync caller's wait for its slot ended.
 #[derive(Debug)]
 pub(crate) enum Waited {
@@ -103,7 +107,7 @@ impl HostLink {
         }
         let slot = usize::from(self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()?);
         let control = self.region.control();
-        self.region.write(slot, 0, body);
+        self.region.write(slot, body);
         control.lengths[slot].store(body.len() as u32, Ordering::Relaxed);
         let (flags, deadline) = match owner {
             Some((id, deadline)) => {
@@ -200,8 +204,15 @@ impl HostLink {
     /// The collector's loop, on a thread of its own: waits for answers to
     /// async calls and hands each to `deliver` ([`Self::sweep`]), and hands
     /// the id of each async call still unanswered at its deadline to
-    /// `expire`; returns once the process is gone ([`Self::abandon`]).
-    pub(crate) fn collect(&self, mut deliver: impl FnMut(Collected), mut expire: impl FnMut(u64)) {
+    /// `expire`, which says whether the call timed out (rather than being
+    /// answered over the pipe); returns once the process is gone
+    /// ([`Self::abandon`]).
+    ///
+    /// While async calls are in flight it looks at least every
+    /// [`COLLECT_AT_LEAST_EVERY`]: the provider process skips waking it
+    /// while other requests wait to be taken (their callers sweep), and
+    /// this bounds what that can cost a call whose answer came meanwhile.
+    pub(crate) fn collect(&self, mut deliver: impl FnMut(Collected), mut expire: impl FnMut(u64) -> bool) {
         let control = self.region.control();
         let bell = &control.host;
         let answered = || self.answered();
@@ -215,7 +226,11 @@ impl HostLink {
             if !self.closed.load(Ordering::SeqCst) && !answered() {
                 bell.sleepers.store(1, Ordering::SeqCst);
                 if !answered() && !self.closed.load(Ordering::SeqCst) {
-                    let timeout = next.map(|next| next.saturating_duration_since(Instant::now()));
+                    let mut timeout = next.map(|next| next.saturating_duration_since(Instant::now()));
+                    if self.async_in_flight() > 0 {
+                        timeout =
+                            Some(timeout.map_or(COLLECT_AT_LEAST_EVERY, |t| t.min(COLLECT_AT_LEAST_EVERY)));
+                    }
                     region::wait(&bell.rings, seen, timeout);
                 }
                 bell.sleepers.store(0, Ordering::SeqCst);
@@ -230,7 +245,7 @@ impl HostLink {
     /// Hands every async call past its deadline to `expire` (which fails it
     /// unless its answer came over the pipe) and frees its slot; returns
     /// the next deadline to look at (and publishes it for [`Self::post`]).
-    fn expire(&self, expire: &mut impl FnMut(u64)) -> Option<Instant> {
+    fn expire(&self, expire: &mut impl FnMut(u64) -> bool) -> Option<Instant> {
         // First say "only when woken", then look: a post that the look
         // misses sees this and wakes the collector.
         self.collector_looks_at.store(u64::MAX, Ordering::SeqCst);
@@ -240,14 +255,24 @@ impl HostLink {
             match deadline.load(Ordering::SeqCst) {
                 0 => {}
                 due if due <= now => {
-                    deadline.store(0, Ordering::SeqCst);
-                    // Whoever clears the owner frees the slot: here, or the
+                    // A sweep that took the answer meanwhile cleared the
+                    // deadline, and the slot may already serve another
+                    // call: only this deadline, unchanged, is this call's.
+                    if deadline.compare_exchange(due, 0, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+                        continue;
+                    }
+                    // Whoever clears the owner owns the slot: here, or the
                     // sweep that took its answer.
                     let owner = self.owners[slot].swap(0, Ordering::Relaxed);
                     if owner != 0 {
                         self.async_in_flight.fetch_sub(1, Ordering::Relaxed);
-                        expire(owner - 1);
-                        self.release(slot);
+                        // A call that timed out gets its process killed,
+                        // which may still answer into the slot: the slot is
+                        // never used again (the region goes with the
+                        // process). One answered over the pipe is free.
+                        if !expire(owner - 1) {
+                            self.release(slot);
+                        }
                     }
                 }
                 due => next = next.min(due),
@@ -371,7 +396,7 @@ mod tests {
         let slot = link.post(b"question", None).unwrap();
         let control = link.region.control();
         // The server's part, by hand.
-        assert!(link.region.write(slot, 0, b"answer"));
+        assert!(link.region.write(slot, b"answer"));
         control.lengths[slot].store(6, Ordering::SeqCst);
         control.states[slot].store(ANSWERED, Ordering::SeqCst);
         let deadline = Instant::now() + Duration::from_secs(1);
@@ -414,7 +439,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(30);
         let slot = link.post(b"question", Some((41, deadline))).unwrap();
         assert_eq!(control.states[slot].load(Ordering::SeqCst), POSTED | ASYNC);
-        assert!(link.region.write(slot, 0, b"answer"));
+        assert!(link.region.write(slot, b"answer"));
         control.lengths[slot].store(6, Ordering::SeqCst);
         control.states[slot].store(ANSWERED, Ordering::SeqCst);
         control.answered[slot / 64].fetch_or(1 << (slot % 64), Ordering::SeqCst);
@@ -441,7 +466,15 @@ mod tests {
         let (expired, seen) = std::sync::mpsc::channel();
         let collector = {
             let link = link.clone();
-            std::thread::spawn(move || link.collect(|_| {}, |id| expired.send((id, Instant::now())).unwrap()))
+            std::thread::spawn(move || {
+                link.collect(
+                    |_| {},
+                    |id| {
+                        expired.send((id, Instant::now())).unwrap();
+                        true
+                    },
+                )
+            })
         };
         // The collector sleeps with no deadline in view; a post wakes it.
         std::thread::sleep(Duration::from_millis(20));

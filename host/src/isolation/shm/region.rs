@@ -8,12 +8,12 @@
 //! data, [`SLOT_BYTES`] each.
 //!
 //! The provider process may write anything anywhere in the region at any
-//! time (it is the side not trusted). So the host never makes a Rust
-//! reference to the data area: it copies bytes in and out through raw
-//! pointers, checks every length it reads against the slot's size, and
-//! validates what it copied out as a protocol message. The control block
-//! is made of atomics only, so whatever the other side stores there, the
-//! host reads some value of the right type.
+//! time (it is the side not trusted). So the whole region is atomics: the
+//! control block's words, and the slots' data, which both sides copy in
+//! and out as atomic 8-byte words. Whatever the other side stores, and
+//! whenever, the host reads some value of the right type (never undefined
+//! behaviour), checks every length against the slot's size, and validates
+//! what it copied out as a protocol message.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -152,18 +152,25 @@ impl Region {
         if fd < 0 {
             return Err(format!("{fd} is not a file descriptor"));
         }
-        // SAFETY: the host made this process inherit `fd` and named it in
-        // its init message; nothing else in this process uses it, and the
-        // `OwnedFd` closes it at the end of this function. A wrong number
-        // is caught below (fstat fails, or the size differs).
-        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        let size = rustix::fs::fstat(&fd).map_err(|e| format!("cannot read the region's size: {e}"))?.st_size;
+        // SAFETY: a borrow for the size check only, not kept past it. The
+        // host made this process inherit `fd` and named it in its init
+        // message; if it named a number that is not open here, `fstat`
+        // fails (EBADF) and nothing else touches it.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let size =
+            rustix::fs::fstat(borrowed).map_err(|e| format!("cannot read the region's size: {e}"))?.st_size;
         if size != REGION_BYTES as i64 {
+            // Not the region: whatever `fd` is, it is left open.
             return Err(format!(
                 "the region is {size} bytes, this build's layout {REGION_BYTES}: run the host and the \
                  provider process from the same guardhost build"
             ));
         }
+        // SAFETY: `fd` is open and is the region the host handed over
+        // (checked above); nothing else in this process uses it, and the
+        // `OwnedFd` closes it at the end of this function (the mapping
+        // stays).
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         let region = Region::map(&fd).map_err(|e| format!("cannot map the region: {e}"))?;
         let control = region.control();
         let layout = (
@@ -212,18 +219,30 @@ impl Region {
         unsafe { self.base.as_ptr().add(DATA + slot * SLOT_BYTES) }
     }
 
-    /// Copies `bytes` into `slot` at `offset`; false when they do not fit.
-    pub(crate) fn write(&self, slot: usize, offset: usize, bytes: &[u8]) -> bool {
-        let Some(end) = offset.checked_add(bytes.len()).filter(|&end| end <= SLOT_BYTES) else {
+    /// The slot's data as atomic words. Both processes touch these bytes
+    /// only through them, so a process that breaks the protocol by writing
+    /// while the other reads makes the reader see some bytes, never
+    /// undefined behaviour.
+    fn words(&self, slot: usize) -> &[AtomicU64] {
+        // SAFETY: `data` checks `slot < SLOTS`; a slot's data is
+        // `SLOT_BYTES` bytes (a multiple of 8) from a page-aligned start
+        // plus a multiple of `SLOT_BYTES`, so 8-aligned, inside the mapping,
+        // which lives as long as `self`. `AtomicU64` has `u64`'s size and
+        // alignment, and every access to these bytes, in either process, is
+        // atomic.
+        unsafe { std::slice::from_raw_parts(self.data(slot).cast::<AtomicU64>(), SLOT_BYTES / 8) }
+    }
+
+    /// Copies `bytes` into the start of `slot`; false when they do not fit.
+    pub(crate) fn write(&self, slot: usize, bytes: &[u8]) -> bool {
+        if bytes.len() > SLOT_BYTES {
             return false;
-        };
-        debug_assert!(end <= SLOT_BYTES);
-        // SAFETY: `offset + len <= SLOT_BYTES`, inside this slot's data;
-        // `bytes` is this process's memory, so the two do not overlap. The
-        // other process may write here at the same time only if it breaks
-        // the protocol; the bytes are then whatever they are, and the
-        // reader validates them.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data(slot).add(offset), bytes.len()) };
+        }
+        for (word, chunk) in self.words(slot).iter().zip(bytes.chunks(8)) {
+            let mut padded = [0u8; 8];
+            padded[..chunk.len()].copy_from_slice(chunk);
+            word.store(u64::from_ne_bytes(padded), Ordering::Relaxed);
+        }
         true
     }
 
@@ -233,16 +252,12 @@ impl Region {
         if length > SLOT_BYTES {
             return false;
         }
-        into.reserve(length);
-        // SAFETY: `length <= SLOT_BYTES`, inside this slot's data; `into`
-        // has room for `length` more bytes, in this process's memory, so
-        // the two do not overlap; `set_len` covers exactly the bytes just
-        // copied (any bytes are valid `u8`s, even ones the other process
-        // tore by writing at the same time: the caller validates them).
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.data(slot), into.as_mut_ptr().add(into.len()), length);
-            into.set_len(into.len() + length);
+        let end = into.len() + length;
+        into.reserve(length.next_multiple_of(8));
+        for word in &self.words(slot)[..length.div_ceil(8)] {
+            into.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
         }
+        into.truncate(end);
         true
     }
 }
@@ -302,16 +317,18 @@ mod tests {
         let (host, fd) = Region::create().unwrap();
         let copy = rustix::io::dup(fd.as_fd()).unwrap().into_raw_fd();
         let server = Region::open(copy).unwrap();
-        assert!(host.write(3, 10, b"hello"));
+        assert!(host.write(3, b"0123456789hello"));
         let mut read = b"x".to_vec();
         assert!(server.read(3, 15, &mut read));
-        assert_eq!(&read[11..], b"hello");
+        assert_eq!(&read[..], b"x0123456789hello");
         server.control().states[3].store(7, Ordering::SeqCst);
         assert_eq!(host.control().states[3].load(Ordering::SeqCst), 7);
         // Nothing outside a slot is reachable.
-        assert!(!host.write(3, SLOT_BYTES - 1, b"ab"));
-        assert!(!host.write(3, usize::MAX, b"a"));
+        assert!(!host.write(3, &vec![7; SLOT_BYTES + 1]));
         assert!(!server.read(3, SLOT_BYTES + 1, &mut read));
+        assert!(host.write(4, &vec![7; SLOT_BYTES]));
+        let mut whole = Vec::new();
+        assert!(server.read(4, SLOT_BYTES, &mut whole) && whole == vec![7; SLOT_BYTES]);
     }
 
     #[test]

@@ -235,7 +235,7 @@ impl<W: Write + Send + 'static> ServerLink<W> {
             ),
         };
         message::encode_answer(answer, &evaluation);
-        let phase = if self.region.write(slot, 0, answer) {
+        let phase = if self.region.write(slot, answer) {
             control.lengths[slot].store(answer.len() as u32, Ordering::Relaxed);
             ANSWERED
         } else {
@@ -259,9 +259,10 @@ impl<W: Write + Send + 'static> ServerLink<W> {
             host.rings.fetch_add(1, Ordering::SeqCst);
             // The collector, if asleep, is woken once for all the answers
             // that come before it looks, and only once no request waits:
-            // while the host posts, its callers sweep the answers
-            // themselves, and the answers to requests still waiting come
-            // after this one.
+            // while the host posts, its async callers sweep the answers
+            // themselves. (A waiting request may be a sync one, or slow:
+            // the collector also looks every millisecond while async calls
+            // are in flight.)
             if !self.waiting() && host.sleepers.swap(0, Ordering::SeqCst) != 0 {
                 region::wake(&host.rings, 1);
             }
