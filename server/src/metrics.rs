@@ -31,7 +31,9 @@ struct Family<K: Ord> {
 }
 
 impl<K: Ord + Clone> Family<K> {
-    fn add(&self, key: K, by: u64, bound: Option<(usize, K)>) {
+    /// Adds `by` to `key`'s counter; a new key past `bound`'s number of
+    /// label sets is counted under the key `bound` makes instead.
+    fn add(&self, key: K, by: u64, bound: Option<(usize, &dyn Fn() -> K)>) {
         if let Some(counter) = self.series.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
             counter.fetch_add(by, Ordering::Relaxed);
             return;
@@ -39,7 +41,7 @@ impl<K: Ord + Clone> Family<K> {
         let _adding = self.adding.lock().unwrap_or_else(|e| e.into_inner());
         let mut series = self.series.write().unwrap_or_else(|e| e.into_inner());
         let key = match bound {
-            Some((max, other)) if series.len() >= max && !series.contains_key(&key) => other,
+            Some((max, other)) if series.len() >= max && !series.contains_key(&key) => other(),
             _ => key,
         };
         series.entry(key).or_default().fetch_add(by, Ordering::Relaxed);
@@ -114,27 +116,27 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Counts one decided call.
     pub fn decided(&self, call: Decided<'_>) {
-        let provider = call.provider.to_owned();
-        let other = (provider.clone(), call.outcome.to_owned(), "other".to_owned());
+        let provider = call.provider;
+        let other = || (provider.to_owned(), call.outcome.to_owned(), "other".to_owned());
         self.decisions.add(
-            (provider.clone(), call.outcome.to_owned(), call.code.to_owned()),
+            (provider.to_owned(), call.outcome.to_owned(), call.code.to_owned()),
             1,
-            Some((MAX_SERIES, other)),
+            Some((MAX_SERIES, &other)),
         );
         if call.provider_error {
-            self.provider_errors.add(provider.clone(), 1, None);
+            self.provider_errors.add(provider.to_owned(), 1, None);
             // Let through by `fail_closed: false`, not by shadow mode.
             if call.outcome == "allow" && !call.would_deny {
-                self.fail_open.add(provider.clone(), 1, None);
+                self.fail_open.add(provider.to_owned(), 1, None);
             }
         }
         if call.would_deny {
-            self.would_deny.add(provider.clone(), 1, None);
+            self.would_deny.add(provider.to_owned(), 1, None);
         }
-        let histogram = self.latency.read().unwrap_or_else(|e| e.into_inner()).get(&provider).cloned();
+        let histogram = self.latency.read().unwrap_or_else(|e| e.into_inner()).get(provider).cloned();
         let histogram = histogram.unwrap_or_else(|| {
             let mut latency = self.latency.write().unwrap_or_else(|e| e.into_inner());
-            latency.entry(provider).or_insert_with(|| Arc::new(Histogram::new())).clone()
+            latency.entry(provider.to_owned()).or_insert_with(|| Arc::new(Histogram::new())).clone()
         });
         histogram.observe(call.took);
     }

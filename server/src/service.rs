@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::metrics::{Decided, Metrics};
 use crate::options::Options;
@@ -254,12 +254,15 @@ impl Service {
     }
 
     async fn decide_batch(&self, body: &[u8]) -> Reply {
-        let calls = match serde_json::from_slice::<Value>(body) {
-            Ok(Value::Object(mut batch)) if batch.len() == 1 => match batch.remove("calls") {
-                Some(Value::Array(calls)) => calls,
-                _ => return bad_batch(),
-            },
-            _ => return bad_batch(),
+        // Each call is decided from its own bytes, as `/v1/decide` would.
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Batch<'a> {
+            #[serde(borrow)]
+            calls: Vec<&'a RawValue>,
+        }
+        let Ok(Batch { calls }) = serde_json::from_slice::<Batch<'_>>(body) else {
+            return bad_batch();
         };
         if calls.len() > self.options.max_batch {
             return Refusal::new(
@@ -279,9 +282,7 @@ impl Service {
             if i > 0 {
                 out.push(b',');
             }
-            // A value that came as JSON goes back to JSON.
-            let bytes = serde_json::to_vec(call).unwrap_or_default();
-            self.decide(i as u64 + 1, &bytes, &mut out).await;
+            self.decide(i as u64 + 1, call.get().as_bytes(), &mut out).await;
         }
         out.extend_from_slice(b"]}");
         json(StatusCode::OK, out)
