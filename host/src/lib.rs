@@ -53,17 +53,19 @@
 //! - [`timeout`]: per-call timeouts (`provider.timeout_ms`);
 //! - [`isolation`]: providers in a child process (`provider.isolation: process`),
 //!   reached over shared memory on Linux (its region's mapping,
-//!   `isolation::shm::region`, is the third and last module with `unsafe`);
+//!   `isolation::shm::region`, is the third module with `unsafe`);
 //! - [`reload`]: hot reload of the config file and the provider library;
-//! - [`conformance`]: the conformance kit for provider libraries;
+//! - [`conformance`]: the conformance kit for provider libraries (its
+//!   `heap` module, one call into glibc's `malloc_trim` before memory is
+//!   measured, is the fourth and last with `unsafe`);
 //! - [`request`]: tool calls, tool messages, requests and decisions;
 //! - [`jsonl`]: the JSON-lines input of `guardhost run`;
 //! - [`answer`]: what a decided call is answered with (`run`'s output
 //!   lines, the server's responses).
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
-// `unsafe` is allowed in three modules only: `loader`, `c_provider` and
-// `isolation::shm::region`.
+// `unsafe` is allowed in four modules only: `loader`, `c_provider`,
+// `isolation::shm::region` and `conformance::heap`.
 #![deny(unsafe_code)]
 
 pub mod answer;

@@ -141,6 +141,34 @@ fn the_findings_say_what_was_wrong() {
     assert!(codes.contains("tool:bash: code `blocked <&>\\u{1}` is not namespaced"), "{codes}");
 }
 
+/// Memory freed before the check, left resident between blocks still in use,
+/// is where a leak of blocks that size goes first: the kit must see it all
+/// the same (it hands free pages back to the OS before each reading).
+#[test]
+fn a_leak_is_found_where_memory_freed_earlier_could_absorb_it() {
+    let _one = exclusive();
+    // A thread writes 128 MiB in blocks of the leak's size, each followed
+    // by a small block kept, then frees the big ones and ends: its malloc
+    // arena, 128 MiB free but resident in holes of 16 KiB, goes to the
+    // next thread that starts.
+    let kept = std::thread::spawn(|| {
+        let mut big = Vec::new();
+        let mut small = Vec::new();
+        for _ in 0..8192 {
+            big.push(vec![0xA5u8; 16 * 1024].into_boxed_slice());
+            small.push(vec![0x5Au8; 64].into_boxed_slice());
+        }
+        drop(big);
+        small
+    })
+    .join()
+    .unwrap();
+    let report = run_zoo("LeaksMemory");
+    drop(kept);
+    let memory = report.case(CaseId::Memory).unwrap();
+    assert_eq!(memory.status, Status::Fail, "{}", report.to_text());
+}
+
 #[test]
 fn broken_descriptors_fail_load_with_their_own_error_and_skip_the_rest() {
     let _one = exclusive();

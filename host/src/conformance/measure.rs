@@ -16,9 +16,14 @@ use crate::provider::GuardrailProvider;
 /// in bytes: this one for a library, the child for a provider program.
 pub(crate) type Resident = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
 
-/// The resident memory of this process.
+/// The resident memory of this process, read after the allocator has handed
+/// its free pages back (see [`super::heap`]), so that the reading counts
+/// memory in use rather than memory once used.
 pub(crate) fn this_process() -> Resident {
-    Arc::new(resident_bytes)
+    Arc::new(|| {
+        super::heap::release_free_pages();
+        resident_bytes()
+    })
 }
 
 /// The resident memory of the process `pid()` names at the time of asking.

@@ -33,6 +33,7 @@ mod construction;
 pub mod corpus;
 mod evaluation;
 mod fuzz;
+mod heap;
 mod measure;
 mod report;
 
