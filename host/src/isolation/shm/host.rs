@@ -13,10 +13,6 @@ use super::region::{self, Region, SLOTS, SLOT_BYTES};
 use super::spin::Spin;
 use super::state::{ABANDONED, ANSWERED, ASYNC, FREE, PHASE, PIPED, POSTED, WAITING};
 
-/// While async calls are in flight, the collector looks for their answers
-/// at least this often.
-pub const COLLECT_AT_LEAST_EVERY: Duration = Duration::from_millis(1);
-
 /// How a sync caller's wait for its slot ended.
 #[derive(Debug)]
 pub(crate) enum Waited {
@@ -206,12 +202,8 @@ impl HostLink {
     /// the id of each async call still unanswered at its deadline to
     /// `expire`, which says whether the call timed out (rather than being
     /// answered over the pipe); returns once the process is gone
-    /// ([`Self::abandon`]).
-    ///
-    /// While async calls are in flight it looks at least every
-    /// [`COLLECT_AT_LEAST_EVERY`]: the provider process skips waking it
-    /// while other requests wait to be taken (their callers sweep), and
-    /// this bounds what that can cost a call whose answer came meanwhile.
+    /// ([`Self::abandon`]). Between looks it sleeps until the provider
+    /// process wakes it for an answer, or until the next deadline.
     pub(crate) fn collect(&self, mut deliver: impl FnMut(Collected), mut expire: impl FnMut(u64) -> bool) {
         let control = self.region.control();
         let bell = &control.host;
@@ -222,15 +214,13 @@ impl HostLink {
             // a CPU from them. Armed, the next answer wakes it (once,
             // whoever disarms it).
             let seen = bell.rings.load(Ordering::SeqCst);
+            // Answers first: a call answered by its deadline is not failed.
+            self.sweep(&mut deliver);
             let next = self.expire(&mut expire);
             if !self.closed.load(Ordering::SeqCst) && !answered() {
                 bell.sleepers.store(1, Ordering::SeqCst);
                 if !answered() && !self.closed.load(Ordering::SeqCst) {
-                    let mut timeout = next.map(|next| next.saturating_duration_since(Instant::now()));
-                    if self.async_in_flight() > 0 {
-                        timeout =
-                            Some(timeout.map_or(COLLECT_AT_LEAST_EVERY, |t| t.min(COLLECT_AT_LEAST_EVERY)));
-                    }
+                    let timeout = next.map(|next| next.saturating_duration_since(Instant::now()));
                     region::wait(&bell.rings, seen, timeout);
                 }
                 bell.sleepers.store(0, Ordering::SeqCst);
@@ -238,7 +228,6 @@ impl HostLink {
             if self.closed.load(Ordering::SeqCst) {
                 return;
             }
-            self.sweep(&mut deliver);
         }
     }
 
@@ -338,7 +327,7 @@ impl HostLink {
 
     /// Whether an async call's answer may be waiting to be swept.
     pub(crate) fn answered(&self) -> bool {
-        self.region.control().answered.iter().any(|word| word.load(Ordering::Relaxed) != 0)
+        self.region.control().answered.iter().any(|word| word.load(Ordering::SeqCst) != 0)
     }
 
     /// Async calls posted and not yet collected or expired.
@@ -439,10 +428,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(30);
         let slot = link.post(b"question", Some((41, deadline))).unwrap();
         assert_eq!(control.states[slot].load(Ordering::SeqCst), POSTED | ASYNC);
-        assert!(link.region.write(slot, b"answer"));
-        control.lengths[slot].store(6, Ordering::SeqCst);
-        control.states[slot].store(ANSWERED, Ordering::SeqCst);
-        control.answered[slot / 64].fetch_or(1 << (slot % 64), Ordering::SeqCst);
+        answer_silently(&link, slot);
         // A bit for a slot where no async call waits.
         let other = (slot + 1) % SLOTS;
         control.answered[other / 64].fetch_or(1 << (other % 64), Ordering::SeqCst);
@@ -485,5 +471,44 @@ mod tests {
         assert!(at >= deadline);
         link.abandon();
         collector.join().unwrap();
+    }
+
+    /// The server's part of answering async call `slot`, by hand: the
+    /// answer and its bit, but no ring and no wake.
+    fn answer_silently(link: &HostLink, slot: usize) {
+        let control = link.region.control();
+        assert!(link.region.write(slot, b"answer"));
+        control.lengths[slot].store(6, Ordering::SeqCst);
+        control.states[slot].store(ANSWERED, Ordering::SeqCst);
+        control.answered[slot / 64].fetch_or(1 << (slot % 64), Ordering::SeqCst);
+    }
+
+    #[test]
+    fn an_answer_that_came_unannounced_by_its_deadline_is_delivered_not_failed() {
+        let link = std::sync::Arc::new(HostLink::new().unwrap());
+        let (sent, seen) = std::sync::mpsc::channel();
+        let collector = {
+            let link = link.clone();
+            std::thread::spawn(move || {
+                let expired = sent.clone();
+                link.collect(
+                    |c| sent.send(format!("{c:?}")).unwrap(),
+                    |id| {
+                        expired.send(format!("expired {id}")).unwrap();
+                        true
+                    },
+                )
+            })
+        };
+        let slot = link.post(b"question", Some((9, Instant::now() + Duration::from_millis(150)))).unwrap();
+        // The collector sleeps until the deadline; the answer comes without
+        // waking it.
+        std::thread::sleep(Duration::from_millis(30));
+        answer_silently(&link, slot);
+        let first = seen.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(first.contains("id: 9") && first.contains("answer:"), "{first}");
+        link.abandon();
+        collector.join().unwrap();
+        assert_eq!(seen.try_recv().ok(), None, "nothing expired");
     }
 }

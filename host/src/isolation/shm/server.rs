@@ -151,7 +151,9 @@ impl<W: Write + Send + 'static> ServerLink<W> {
             let mut bits = word.load(Ordering::Relaxed);
             while bits != 0 {
                 let bit = bits & bits.wrapping_neg();
-                let before = word.fetch_and(!bit, Ordering::AcqRel);
+                // SeqCst: ordered against an answer's look at the waiting
+                // requests (see `nudge_collector`).
+                let before = word.fetch_and(!bit, Ordering::SeqCst);
                 if before & bit != 0 {
                     control.server.busy.fetch_add(1, Ordering::SeqCst);
                     self.taken.fetch_add(1, Ordering::Relaxed);
@@ -159,6 +161,8 @@ impl<W: Write + Send + 'static> ServerLink<W> {
                     // thread spun (so the host armed nothing): watch them.
                     if before & !bit != 0 || self.waiting() {
                         control.watch.arm();
+                    } else {
+                        self.nudge_collector();
                     }
                     return Some(w * 64 + bit.trailing_zeros() as usize);
                 }
@@ -171,6 +175,25 @@ impl<W: Write + Send + 'static> ServerLink<W> {
     /// Whether a request is posted and not taken.
     fn waiting(&self) -> bool {
         self.region.control().posted.iter().any(|word| word.load(Ordering::SeqCst) != 0)
+    }
+
+    /// Wakes the host's collector if it sleeps while answers to async calls
+    /// wait for it: those whose wake [`Self::answer`] held back because
+    /// requests were waiting. Called once no request waits (by the thread
+    /// that took the last), and by the watcher while some wait for long.
+    ///
+    /// An answer sets its bit, then looks whether requests wait; a taker
+    /// clears the last request's bit, then looks for answers (all SeqCst):
+    /// one of the two sees the other, so no answer is left unwoken.
+    fn nudge_collector(&self) {
+        let control = self.region.control();
+        let host = &control.host;
+        if host.sleepers.load(Ordering::SeqCst) != 0
+            && control.answered.iter().any(|word| word.load(Ordering::SeqCst) != 0)
+            && host.sleepers.swap(0, Ordering::SeqCst) != 0
+        {
+            region::wake(&host.rings, 1);
+        }
     }
 
     /// The watcher: while requests wait, looks every [`STALL`] whether
@@ -187,6 +210,7 @@ impl<W: Write + Send + 'static> ServerLink<W> {
             }
             let before = self.taken.load(Ordering::Relaxed);
             std::thread::sleep(STALL);
+            self.nudge_collector();
             if !self.waiting() {
                 watch.watching.store(0, Ordering::SeqCst);
                 // A post that found the watcher armed did not arm it again:
@@ -260,13 +284,92 @@ impl<W: Write + Send + 'static> ServerLink<W> {
             // The collector, if asleep, is woken once for all the answers
             // that come before it looks, and only once no request waits:
             // while the host posts, its async callers sweep the answers
-            // themselves. (A waiting request may be a sync one, or slow:
-            // the collector also looks every millisecond while async calls
-            // are in flight.)
+            // themselves. The thread that takes the last waiting request
+            // wakes it then (`nudge_collector`), and the watcher while
+            // requests wait long.
             if !self.waiting() && host.sleepers.swap(0, Ordering::SeqCst) != 0 {
                 region::wake(&host.rings, 1);
             }
         }
         spinner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::IntoRawFd;
+    use std::time::Instant;
+
+    use serde_json::Map;
+
+    use super::*;
+    use crate::isolation::shm::host::HostLink;
+    use crate::provider::{BoxFuture, Evaluation};
+    use crate::request::{CallView, GuardrailDecision, GuardrailRequest, ToolCallRequest};
+
+    struct AllowAll;
+    impl GuardrailProvider for AllowAll {
+        fn name(&self) -> &str {
+            "allow-all"
+        }
+        fn evaluate(&self, _: &GuardrailRequest) -> Evaluation {
+            Ok(GuardrailDecision { allow: true, reasons: Vec::new(), policy_id: None, metadata: Map::new() })
+        }
+        fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
+            Box::pin(async move { self.evaluate(request) })
+        }
+    }
+
+    fn request(id: u64, asynchronous: bool) -> Vec<u8> {
+        let call = ToolCallRequest::new("read_file", Map::new());
+        let view = CallView::new(&call, &call.tool_call.args, None, "2026-12-02T00:00:00+00:00").unwrap();
+        let mut bytes = Vec::new();
+        message::encode_request(&mut bytes, id, asynchronous, &view);
+        bytes
+    }
+
+    /// An answer to an async call that comes while another request waits
+    /// does not wake the host's collector (the caller that posts sweeps);
+    /// the thread that takes that last request does, even when it is a
+    /// sync call whose answer wakes only its caller.
+    #[test]
+    fn taking_the_last_waiting_request_wakes_the_collector_an_answer_left_asleep() {
+        let host = Arc::new(HostLink::new().unwrap());
+        let fd = host.fd().try_clone_to_owned().unwrap().into_raw_fd();
+        let server = ServerLink {
+            region: Region::open(fd).unwrap(),
+            provider: Arc::new(AllowAll),
+            pipe: Arc::new(FrameWriter::new(io::sink())),
+            spin: Spin::default(),
+            threads: AtomicUsize::new(0),
+            taken: AtomicU64::new(0),
+        };
+        let (sent, seen) = std::sync::mpsc::channel();
+        let collector = {
+            let host = host.clone();
+            std::thread::spawn(move || {
+                let expired = sent.clone();
+                host.collect(
+                    |c| sent.send(format!("{c:?}")).unwrap(),
+                    |id| {
+                        expired.send(format!("expired {id}")).unwrap();
+                        true
+                    },
+                )
+            })
+        };
+        let asynchronous = host.post(&request(5, true), Some((5, Instant::now() + Duration::from_secs(60))));
+        let sync = host.post(&request(6, false), None);
+        // The collector is asleep until the deadline a minute away.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(server.take(), asynchronous);
+        let (mut scratch, mut answer) = (Vec::new(), Vec::new());
+        server.answer(asynchronous.unwrap(), &mut scratch, &mut answer);
+        assert_eq!(server.region.control().host.sleepers.load(Ordering::SeqCst), 1, "still asleep");
+        assert_eq!(server.take(), sync);
+        let delivered = seen.recv_timeout(Duration::from_secs(10)).expect("the collector was woken");
+        assert!(delivered.contains("id: 5") && delivered.contains("answer:"), "{delivered}");
+        host.abandon();
+        collector.join().unwrap();
     }
 }
