@@ -353,7 +353,7 @@ impl HostLink {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -483,23 +483,30 @@ mod tests {
         control.answered[slot / 64].fetch_or(1 << (slot % 64), Ordering::SeqCst);
     }
 
+    /// A collector on its own thread that reports, as text, each call it
+    /// delivers (`Collected` debug-printed) and each it fails (`expired id`).
+    pub(crate) fn collector(
+        link: &std::sync::Arc<HostLink>,
+    ) -> (std::thread::JoinHandle<()>, std::sync::mpsc::Receiver<String>) {
+        let (sent, seen) = std::sync::mpsc::channel();
+        let link = link.clone();
+        let thread = std::thread::spawn(move || {
+            let expired = sent.clone();
+            link.collect(
+                |c| sent.send(format!("{c:?}")).unwrap(),
+                |id| {
+                    expired.send(format!("expired {id}")).unwrap();
+                    true
+                },
+            )
+        });
+        (thread, seen)
+    }
+
     #[test]
     fn an_answer_that_came_unannounced_by_its_deadline_is_delivered_not_failed() {
         let link = std::sync::Arc::new(HostLink::new().unwrap());
-        let (sent, seen) = std::sync::mpsc::channel();
-        let collector = {
-            let link = link.clone();
-            std::thread::spawn(move || {
-                let expired = sent.clone();
-                link.collect(
-                    |c| sent.send(format!("{c:?}")).unwrap(),
-                    |id| {
-                        expired.send(format!("expired {id}")).unwrap();
-                        true
-                    },
-                )
-            })
-        };
+        let (collector, seen) = collector(&link);
         let slot = link.post(b"question", Some((9, Instant::now() + Duration::from_millis(150)))).unwrap();
         // The collector sleeps until the deadline; the answer comes without
         // waking it.

@@ -344,20 +344,7 @@ mod tests {
             threads: AtomicUsize::new(0),
             taken: AtomicU64::new(0),
         };
-        let (sent, seen) = std::sync::mpsc::channel();
-        let collector = {
-            let host = host.clone();
-            std::thread::spawn(move || {
-                let expired = sent.clone();
-                host.collect(
-                    |c| sent.send(format!("{c:?}")).unwrap(),
-                    |id| {
-                        expired.send(format!("expired {id}")).unwrap();
-                        true
-                    },
-                )
-            })
-        };
+        let (collector, seen) = crate::isolation::shm::host::tests::collector(&host);
         let asynchronous = host.post(&request(5, true), Some((5, Instant::now() + Duration::from_secs(60))));
         let sync = host.post(&request(6, false), None);
         // The collector is asleep until the deadline a minute away.
