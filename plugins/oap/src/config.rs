@@ -55,7 +55,8 @@ pub struct Config {
     /// `<pack>.json`), evaluated by their `evaluation_rules`.
     #[serde(default)]
     pub policies_dir: Option<String>,
-    /// Where the per-minute rate windows live: `memory` (this process, the
+    /// Where the per-minute rate windows and the policy packs' running
+    /// totals, counters and key sets live: `memory` (this process, the
     /// default) or `redis://[:password@]host[:port][/db]`, shared by every
     /// process that uses the same server.
     #[serde(default)]

@@ -14,7 +14,7 @@ use crate::mapping::{self, Route};
 use crate::packs::{self, command, deny, files, mcp, messaging, web, Denial, Limits};
 use crate::passport::{Passport, PassportError, PassportStore, Status, SPEC_VERSION};
 use crate::rate::RateLimiter;
-use crate::redis::RedisRates;
+use crate::redis::RedisState;
 
 /// The largest tool-call context APort evaluates (the arguments as JSON; a
 /// file write's `content` is not counted, only its length is checked).
@@ -54,12 +54,12 @@ enum Rates {
     /// In this process (the default).
     Memory(RateLimiter),
     /// In Redis (`state: redis://...`), shared by every process using it.
-    Redis(RedisRates),
+    Redis(Arc<RedisState>),
 }
 
-/// The code of a denial that stands for a failure of the rate state:
+/// The code of a denial that stands for a failure of the shared state:
 /// turned into a provider error by [`Engine::decide`], never answered.
-const STATE_UNAVAILABLE: &str = "oap.rate_state_unavailable";
+const STATE_UNAVAILABLE: &str = "oap.state_unavailable";
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -130,9 +130,12 @@ impl Engine {
         if let Some(path) = &passport_path {
             Passport::from_path(path).map_err(|e| format!("passport_path: {e}"))?;
         }
-        let rates = match config.state.as_deref() {
-            None | Some("memory") => Rates::Memory(RateLimiter::default()),
-            Some(url) => Rates::Redis(RedisRates::new(url)?),
+        let (rates, generic_state) = match config.state.as_deref() {
+            None | Some("memory") => (Rates::Memory(RateLimiter::default()), GenericState::new()),
+            Some(url) => {
+                let redis = Arc::new(RedisState::new(url)?);
+                (Rates::Redis(redis.clone()), GenericState::shared(redis))
+            }
         };
         let framework = config.framework.as_deref().unwrap_or("deerflow");
         let default_passport = expand_home(&format!("~/.aport/{framework}/aport/passport.json"));
@@ -142,7 +145,7 @@ impl Engine {
             default_passport,
             tool_mapping: config.tool_mapping,
             packs,
-            generic_state: GenericState::default(),
+            generic_state,
             passports: PassportStore::default(),
             rates,
         })
@@ -150,7 +153,7 @@ impl Engine {
 
     /// Decides one call. A problem with the passport or the call is a
     /// denial (fail closed), which the mode may soften; the only error is a
-    /// rate state (`state: redis://...`) that cannot be asked, which the
+    /// shared state (`state: redis://...`) that cannot be asked, which the
     /// host's `fail_closed` decides.
     pub fn decide(&self, request: &Request<'_>) -> Result<Decision, String> {
         let mut metadata = Map::new();
@@ -374,6 +377,7 @@ impl Engine {
         match generic.evaluate(&passport.document, args, &self.generic_state) {
             Verdict::Allow => Ok(()),
             Verdict::Deny { code, message } => Err(Denial { code, message }),
+            Verdict::Unavailable(why) => Err(deny(STATE_UNAVAILABLE, why)),
         }
     }
 

@@ -1,8 +1,10 @@
-//! Per-minute rate windows kept in Redis (`state: redis://...`), so that
+//! The OAP provider's state kept in Redis (`state: redis://...`), so that
 //! several processes (replicas of `guardhost serve`, agents on several
-//! machines) enforce one passport's limits together.
+//! machines) enforce one passport's limits together: the per-minute rate
+//! windows here, and the running totals, counters and key sets of policy
+//! packs (`daily_total`, `recent_keys` ...) in `generic::shared`.
 //!
-//! Each window is a sorted set of admitted calls, scored by the Redis
+//! Each rate window is a sorted set of admitted calls, scored by the Redis
 //! server's own clock (no clock skew between replicas), trimmed, counted
 //! and added to by one Lua script: atomic, whatever the number of callers.
 //! The client is a small RESP2 one over plain TCP (a connection per
@@ -35,30 +37,33 @@ if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
 end
 return 0";
 
-/// A Redis server keeping rate windows.
-pub struct RedisRates {
+/// A Redis server keeping the provider's state.
+pub struct RedisState {
     /// `redis://host:port/db`, as configured (without a password).
     shown: String,
     host: String,
     port: u16,
     db: u32,
     password: Option<String>,
-    idle: Mutex<Vec<BufReader<TcpStream>>>,
+    idle: Mutex<Vec<Connection>>,
     script: OnceLock<String>,
     /// Makes members unique: this process's random part, and a counter.
     member_prefix: u64,
     members: AtomicU64,
 }
 
-impl std::fmt::Debug for RedisRates {
+impl std::fmt::Debug for RedisState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisRates").field("server", &self.shown).finish_non_exhaustive()
+        f.debug_struct("RedisState").field("server", &self.shown).finish_non_exhaustive()
     }
 }
 
-/// A reply.
+/// A connection to the server.
+pub(crate) type Connection = BufReader<TcpStream>;
+
+/// A reply (a null bulk string and a null array are both `Bulk(None)`).
 #[derive(Debug, PartialEq)]
-enum Reply {
+pub(crate) enum Reply {
     Simple(String),
     Error(String),
     Integer(i64),
@@ -66,10 +71,10 @@ enum Reply {
     Array(Vec<Reply>),
 }
 
-impl RedisRates {
+impl RedisState {
     /// Parses `redis://[:password@]host[:port][/db]`. The password, if
     /// any, is never shown in a message.
-    pub fn new(url: &str) -> Result<RedisRates, String> {
+    pub fn new(url: &str) -> Result<RedisState, String> {
         let expected = "expected redis://[:password@]host[:port][/db]";
         let rest = url.strip_prefix("redis://").ok_or_else(|| format!("`state`: {expected}"))?;
         // The password (which may hold `/` or `@`) ends at the last `@`.
@@ -100,7 +105,7 @@ impl RedisRates {
         let shown = format!("redis://{host}:{port}/{db}");
         let random = std::collections::hash_map::RandomState::new();
         let member_prefix = std::hash::BuildHasher::hash_one(&random, std::process::id());
-        Ok(RedisRates {
+        Ok(RedisState {
             shown,
             host: host.to_owned(),
             port,
@@ -126,17 +131,12 @@ impl RedisRates {
         let member = format!("{:016x}-{}", self.member_prefix, self.members.fetch_add(1, Ordering::Relaxed));
         let key = format!("guardhost:oap:rate:{key}");
         let limit = limit.to_string();
-        let mut connection = self.connection()?;
-        let result = self.admit_on(&mut connection, &key, &limit, &member);
-        if result.is_ok() {
-            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(connection);
-        }
-        result.map_err(|e| format!("the rate state at {} failed: {e}", self.shown))
+        self.with_connection(|connection| self.admit_on(connection, &key, &limit, &member))
     }
 
     fn admit_on(
         &self,
-        connection: &mut BufReader<TcpStream>,
+        connection: &mut Connection,
         key: &str,
         limit: &str,
         member: &str,
@@ -168,22 +168,37 @@ impl RedisRates {
         }
     }
 
+    /// Runs `work` on a kept connection, or a new one, which is kept again
+    /// if `work` succeeds (so `work` must leave it as it found it: no
+    /// transaction or watch open). An error says which server failed.
+    pub(crate) fn with_connection<T>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut connection = self.connection()?;
+        let result = work(&mut connection);
+        if result.is_ok() {
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(connection);
+        }
+        result.map_err(|e| format!("the shared state at {} failed: {e}", self.shown))
+    }
+
     /// A kept connection, or a new one (authenticated, on the database).
-    fn connection(&self) -> Result<BufReader<TcpStream>, String> {
+    fn connection(&self) -> Result<Connection, String> {
         if let Some(connection) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Ok(connection);
         }
-        let unreachable = |e: std::io::Error| format!("cannot reach the rate state at {}: {e}", self.shown);
+        let unreachable = |e: std::io::Error| format!("cannot reach the shared state at {}: {e}", self.shown);
         let address =
             (self.host.as_str(), self.port).to_socket_addrs().map_err(unreachable)?.next().ok_or_else(
-                || format!("cannot reach the rate state at {}: the host has no address", self.shown),
+                || format!("cannot reach the shared state at {}: the host has no address", self.shown),
             )?;
         let stream = TcpStream::connect_timeout(&address, TIMEOUT).map_err(unreachable)?;
         stream.set_read_timeout(Some(TIMEOUT)).map_err(unreachable)?;
         stream.set_write_timeout(Some(TIMEOUT)).map_err(unreachable)?;
         let _ = stream.set_nodelay(true);
         let mut connection = BufReader::new(stream);
-        let failed = |e: String| format!("the rate state at {} refused the connection: {e}", self.shown);
+        let failed = |e: String| format!("the shared state at {} refused the connection: {e}", self.shown);
         if let Some(password) = &self.password {
             expect_ok(command(&mut connection, &[b"AUTH", password.as_bytes()]).map_err(failed)?)
                 .map_err(failed)?;
@@ -197,7 +212,8 @@ impl RedisRates {
     }
 }
 
-fn expect_ok(reply: Reply) -> Result<(), String> {
+/// A simple-string reply (`+OK`, `+QUEUED`); anything else is an error.
+pub(crate) fn expect_ok(reply: Reply) -> Result<(), String> {
     match reply {
         Reply::Simple(_) => Ok(()),
         Reply::Error(e) => Err(e),
@@ -206,7 +222,7 @@ fn expect_ok(reply: Reply) -> Result<(), String> {
 }
 
 /// Sends one command and reads its reply.
-fn command(connection: &mut BufReader<TcpStream>, args: &[&[u8]]) -> Result<Reply, String> {
+pub(crate) fn command(connection: &mut Connection, args: &[&[u8]]) -> Result<Reply, String> {
     let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
     for arg in args {
         bytes.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
@@ -240,7 +256,8 @@ fn read_reply(input: &mut impl BufRead) -> Result<Reply, String> {
             length => Err(format!("a bulk reply of {length} bytes")),
         },
         b'*' => match number()? {
-            -1 => Ok(Reply::Array(Vec::new())),
+            // A transaction whose watched keys changed (`EXEC`).
+            -1 => Ok(Reply::Bulk(None)),
             count if (0..=1 << 20).contains(&count) => {
                 (0..count).map(|_| read_reply(input)).collect::<Result<_, _>>().map(Reply::Array)
             }
@@ -256,12 +273,12 @@ mod tests {
 
     #[test]
     fn urls_are_read_and_a_password_never_shown() {
-        let rates = RedisRates::new("redis://:s3/cr@et@cache.internal:6380/2").unwrap();
+        let rates = RedisState::new("redis://:s3/cr@et@cache.internal:6380/2").unwrap();
         assert_eq!((rates.host.as_str(), rates.port, rates.db), ("cache.internal", 6380, 2));
         assert_eq!(rates.password.as_deref(), Some("s3/cr@et"));
         assert_eq!(rates.server(), "redis://cache.internal:6380/2");
         assert!(!format!("{rates:?}").contains("s3/cr@et"));
-        let plain = RedisRates::new("redis://127.0.0.1").unwrap();
+        let plain = RedisState::new("redis://127.0.0.1").unwrap();
         assert_eq!((plain.port, plain.db, plain.password.clone()), (6379, 0, None));
         for (bad, why) in [
             ("http://x", "expected redis://"),
@@ -269,7 +286,7 @@ mod tests {
             ("redis://host/x", "the database is not a number"),
             ("redis://:p@", "no host"),
         ] {
-            assert!(RedisRates::new(bad).unwrap_err().contains(why), "{bad}");
+            assert!(RedisState::new(bad).unwrap_err().contains(why), "{bad}");
         }
     }
 
@@ -281,6 +298,7 @@ mod tests {
         assert_eq!(read(b":42\r\n"), Ok(Reply::Integer(42)));
         assert_eq!(read(b"$3\r\nabc\r\n"), Ok(Reply::Bulk(Some(b"abc".to_vec()))));
         assert_eq!(read(b"$-1\r\n"), Ok(Reply::Bulk(None)));
+        assert_eq!(read(b"*-1\r\n"), Ok(Reply::Bulk(None)));
         assert_eq!(
             read(b"*2\r\n:1\r\n$1\r\nx\r\n"),
             Ok(Reply::Array(vec![Reply::Integer(1), Reply::Bulk(Some(b"x".to_vec()))]))
@@ -293,7 +311,7 @@ mod tests {
     #[test]
     fn an_unreachable_server_is_an_error_naming_it() {
         // Port 1 on loopback: nothing listens there.
-        let rates = RedisRates::new("redis://127.0.0.1:1").unwrap();
+        let rates = RedisState::new("redis://127.0.0.1:1").unwrap();
         let error = rates.admit("k", 5.0).unwrap_err();
         assert!(error.contains("redis://127.0.0.1:1/0") && error.contains("cannot reach"), "{error}");
     }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::bind::StateKind;
 use super::parser::{ArithOp, Base, CmpOp, Expr, Func, Lit, Method, Quant, StateRef, Step};
-use super::state::StateInner;
+use super::state::StateView;
 use super::time::parse_timestamp;
 use super::{GenericPack, LIMIT_ALIASES};
 
@@ -274,7 +274,7 @@ pub(super) struct Cx<'a> {
     pub pack: &'a GenericPack,
     pub passport: &'a Value,
     pub context: &'a Map<String, Value>,
-    pub state: Option<&'a StateInner>,
+    pub state: Option<&'a dyn StateView>,
     /// Whose state: the passport id.
     pub subject: &'a str,
     pub now: f64,
@@ -455,14 +455,16 @@ impl<'a> Cx<'a> {
 
     fn membership(&self, needle: &'a Expr, hay: &'a Expr, vars: &mut Vec<Val<'a>>) -> Val<'a> {
         if let Expr::State(r) = hay {
-            if self.pack.state_vars.get(r.var).is_some_and(|v| v.kind == StateKind::Set) {
+            if let Some(var) = self.pack.state_vars.get(r.var).filter(|v| v.kind == StateKind::Set) {
                 let n = self.eval(needle, vars);
                 let mut member = String::new();
                 if let Err(e) = scalar_key(&n, &mut member) {
                     return e;
                 }
                 return match self.state_key(r, vars) {
-                    Ok(key) => Val::Bool(self.state.is_some_and(|s| s.contains(&key, &member, self.now))),
+                    Ok(key) => Val::Bool(
+                        self.state.is_some_and(|s| s.contains(&key, &member, var.window_secs, self.now)),
+                    ),
                     Err(e) => e,
                 };
             }
@@ -508,7 +510,8 @@ impl<'a> Cx<'a> {
             }
             (StateKind::Sum | StateKind::Count, None) => Val::Num(0.0),
             (StateKind::Set, Some(s)) => {
-                Val::List(s.members(&key, self.now).into_iter().map(|m| Val::Str(Cow::Owned(m))).collect())
+                let members = s.members(&key, var.window_secs, self.now);
+                Val::List(members.into_iter().map(|m| Val::Str(Cow::Owned(m))).collect())
             }
             (StateKind::Set, None) => Val::List(Vec::new()),
         }

@@ -148,7 +148,9 @@
 //! read from the context (a caller cannot send `recent_keys: []`). State
 //! changes only when a call is allowed; a stateful pack holds the state's
 //! lock for the whole evaluation, so concurrent calls cannot both spend the
-//! same remaining cap. Other undeclared bare names the pack never
+//! same remaining cap. Kept in Redis ([`GenericState::shared`]), the state
+//! is shared by every process using the server, with the same guarantee
+//! (see `shared`: a call is evaluated again when what it read changed). Other undeclared bare names the pack never
 //! accumulates (`data_source_reputation[...]`) read the context.
 //!
 //! # Codes and messages
@@ -165,13 +167,14 @@ mod eval;
 mod lexer;
 mod parser;
 pub mod schema;
+mod shared;
 mod state;
 #[cfg(test)]
 mod tests;
 mod time;
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
@@ -180,7 +183,9 @@ use bind::{StateVar, Update, UpdateOp};
 use eval::{assurance_rank, show, truth, Cx, Tri, Val};
 use parser::{ArithOp, Base, CmpOp, Expr, Quant, Step};
 use schema::ContextSchema;
-use state::{Pending, StateInner};
+use state::{Pending, StateInner, StateView};
+
+use crate::redis::RedisState;
 
 /// Fallback names for limits a passport spells differently from the pack,
 /// `(name in the rule, name tried when it is absent)`; used only inside
@@ -221,6 +226,9 @@ pub enum Verdict {
         /// A message in the spirit of APort's.
         message: String,
     },
+    /// The state is kept in Redis, and the server could not be asked (or
+    /// concurrent calls kept changing it): no decision, the reason why.
+    Unavailable(String),
 }
 
 /// Whether a rule is evaluated.
@@ -292,19 +300,27 @@ pub struct GenericPack {
 }
 
 /// Counters that rules such as `daily_total` and `recent_keys` read;
-/// thread-safe.
+/// thread-safe. In this process by default, or in Redis.
 #[derive(Debug, Default)]
 pub struct GenericState {
     inner: Mutex<StateInner>,
+    shared: Option<Arc<RedisState>>,
 }
 
 impl GenericState {
-    /// An empty state.
+    /// An empty state, in this process.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Forgets every counter and set.
+    /// State kept in `redis`, shared by every process that uses the same
+    /// server.
+    pub fn shared(redis: Arc<RedisState>) -> Self {
+        GenericState { inner: Mutex::default(), shared: Some(redis) }
+    }
+
+    /// Forgets every counter and set kept in this process (not those kept
+    /// in Redis).
     pub fn clear(&self) {
         self.lock().clear();
     }
@@ -504,14 +520,11 @@ impl GenericPack {
                 None => Verdict::Allow,
             };
         }
+        if let Some(redis) = &state.shared {
+            return self.evaluate_shared(passport, context, fields, redis, now);
+        }
         let mut guard = state.lock();
-        let (reason, pending) = {
-            let cx = self.cx(passport, fields, Some(&guard), now);
-            match self.check(&cx, context, true).into_iter().next() {
-                Some(r) => (Some(r), Vec::new()),
-                None => (None, self.pending(&cx)),
-            }
-        };
+        let (reason, pending) = self.decide(&self.cx(passport, fields, Some(&*guard), now), context);
         match reason {
             Some(r) => Verdict::Deny { code: r.code, message: r.message },
             None => {
@@ -521,6 +534,51 @@ impl GenericPack {
         }
     }
 
+    /// The first failing check, or none and the changes the call makes.
+    fn decide(&self, cx: &Cx<'_>, context: &Value) -> (Option<Reason>, Vec<Pending>) {
+        match self.check(cx, context, true).into_iter().next() {
+            Some(r) => (Some(r), Vec::new()),
+            None => (None, self.pending(cx)),
+        }
+    }
+
+    /// [`GenericPack::evaluate_at`] on state kept in Redis: evaluated again
+    /// while what it read changes before its changes are made.
+    fn evaluate_shared(
+        &self,
+        passport: &Value,
+        context: &Value,
+        fields: &Map<String, Value>,
+        redis: &RedisState,
+        now: f64,
+    ) -> Verdict {
+        for _ in 0..shared::ATTEMPTS {
+            let attempt = redis.with_connection(|connection| {
+                let view = shared::RedisView::new(connection);
+                let (reason, pending) = self.decide(&self.cx(passport, fields, Some(&view), now), context);
+                if let Some(failure) = view.failure() {
+                    return Err(failure);
+                }
+                match reason {
+                    Some(r) => {
+                        view.release().map(|()| Some(Verdict::Deny { code: r.code, message: r.message }))
+                    }
+                    None => Ok(view.commit(pending, now)?.then_some(Verdict::Allow)),
+                }
+            });
+            match attempt {
+                Ok(Some(verdict)) => return verdict,
+                Ok(None) => continue,
+                Err(why) => return Verdict::Unavailable(why),
+            }
+        }
+        Verdict::Unavailable(format!(
+            "the shared state at {} kept changing under concurrent calls: {} evaluations, none could be applied",
+            redis.server(),
+            shared::ATTEMPTS
+        ))
+    }
+
     /// Every failing check (not just the first), without changing `state`.
     pub fn explain(&self, passport: &Value, context: &Value, state: &GenericState, now: f64) -> Vec<Reason> {
         let empty = Map::new();
@@ -528,15 +586,28 @@ impl GenericPack {
         if !self.stateful {
             return self.check(&self.cx(passport, fields, None, now), context, false);
         }
+        if let Some(redis) = &state.shared {
+            let read = redis.with_connection(|connection| {
+                let view = shared::RedisView::new(connection);
+                let reasons = self.check(&self.cx(passport, fields, Some(&view), now), context, false);
+                match view.failure() {
+                    Some(failure) => Err(failure),
+                    None => view.release().map(|()| reasons),
+                }
+            });
+            return read.unwrap_or_else(|why| {
+                vec![Reason { rule: "state".into(), code: "oap.state_unavailable".into(), message: why }]
+            });
+        }
         let guard = state.lock();
-        self.check(&self.cx(passport, fields, Some(&guard), now), context, false)
+        self.check(&self.cx(passport, fields, Some(&*guard), now), context, false)
     }
 
     fn cx<'a>(
         &'a self,
         passport: &'a Value,
         context: &'a Map<String, Value>,
-        state: Option<&'a StateInner>,
+        state: Option<&'a dyn StateView>,
         now: f64,
     ) -> Cx<'a> {
         let subject = passport.get("passport_id").and_then(Value::as_str).unwrap_or("");

@@ -51,30 +51,45 @@ pub(super) enum Pending {
     Insert { key: String, ttl_secs: u64, member: String },
 }
 
-impl StateInner {
-    /// The counter's value in the current window (0 when unset).
-    pub(super) fn counter(&self, key: &str, window_secs: u64, now: f64) -> f64 {
+/// What an evaluation reads of the state: this process's
+/// ([`StateInner`]) or a Redis server's (`super::shared`).
+pub(super) trait StateView {
+    /// The counter's value in the current window of `window_secs` (0 when
+    /// unset).
+    fn counter(&self, key: &str, window_secs: u64, now: f64) -> f64;
+    /// Whether `member` was inserted into the set less than `ttl_secs` ago.
+    fn contains(&self, key: &str, member: &str, ttl_secs: u64, now: f64) -> bool;
+    /// The set's members inserted less than `ttl_secs` ago.
+    fn members(&self, key: &str, ttl_secs: u64, now: f64) -> Vec<String>;
+}
+
+impl StateView for StateInner {
+    fn counter(&self, key: &str, window_secs: u64, now: f64) -> f64 {
         match self.counters.get(key) {
             Some(c) if c.window == window_of(now, window_secs) => c.value,
             _ => 0.0,
         }
     }
 
-    /// Whether `member` was inserted into the set less than its retention ago.
-    pub(super) fn contains(&self, key: &str, member: &str, now: f64) -> bool {
+    fn contains(&self, key: &str, member: &str, ttl_secs: u64, now: f64) -> bool {
         self.sets
             .get(key)
-            .and_then(|s| s.members.get(member).map(|&at| fresh(at, now, s.ttl_secs)))
+            .and_then(|s| s.members.get(member).map(|&at| fresh(at, now, ttl_secs as f64)))
             .unwrap_or(false)
     }
 
-    /// The set's current members.
-    pub(super) fn members(&self, key: &str, now: f64) -> Vec<String> {
+    fn members(&self, key: &str, ttl_secs: u64, now: f64) -> Vec<String> {
         self.sets.get(key).map_or_else(Vec::new, |s| {
-            s.members.iter().filter(|(_, &at)| fresh(at, now, s.ttl_secs)).map(|(m, _)| m.clone()).collect()
+            s.members
+                .iter()
+                .filter(|(_, &at)| fresh(at, now, ttl_secs as f64))
+                .map(|(m, _)| m.clone())
+                .collect()
         })
     }
+}
 
+impl StateInner {
     /// Applies the updates of an allowed call.
     pub(super) fn apply(&mut self, pending: Vec<Pending>, now: f64) {
         for p in pending {
@@ -125,7 +140,7 @@ impl StateInner {
 
 #[cfg(test)]
 mod tests {
-    use super::{Pending, StateInner};
+    use super::{Pending, StateInner, StateView};
 
     #[test]
     fn expired_members_and_windows_are_pruned() {
@@ -140,7 +155,7 @@ mod tests {
         let now = 4999.0 * 60.0;
         assert!(s.sets["k"].members.len() <= 2 * 256, "{}", s.sets["k"].members.len());
         assert!(s.counters.len() <= 2 * 256, "{}", s.counters.len());
-        assert!(s.contains("k", "m4999", now) && !s.contains("k", "m4900", now));
+        assert!(s.contains("k", "m4999", 3600, now) && !s.contains("k", "m4900", 3600, now));
         assert_eq!(s.counter("c4999", 60, now), 1.0);
         assert_eq!(s.counter("c4998", 60, now), 0.0);
     }

@@ -60,6 +60,7 @@ fn verdict_code(v: &Verdict) -> &str {
     match v {
         Verdict::Allow => "oap.allowed",
         Verdict::Deny { code, .. } => code,
+        Verdict::Unavailable(why) => panic!("no state in Redis here: {why}"),
     }
 }
 
@@ -157,7 +158,7 @@ fn tri_with(cond: &str, passport: &Value, context: &Value) -> Tri {
     let context = context.as_object().cloned().unwrap_or_default();
     let state = GenericState::new();
     let guard = state.lock();
-    let cx = Cx { pack: &pack, passport, context: &context, state: Some(&guard), subject: "p1", now: NOW };
+    let cx = Cx { pack: &pack, passport, context: &context, state: Some(&*guard), subject: "p1", now: NOW };
     truth(&cx.eval(expr, &mut Vec::new()))
 }
 
