@@ -150,8 +150,9 @@
 //! lock for the whole evaluation, so concurrent calls cannot both spend the
 //! same remaining cap. Kept in Redis ([`GenericState::shared`]), the state
 //! is shared by every process using the server, with the same guarantee
-//! (see `shared`: a call is evaluated again when what it read changed). Other undeclared bare names the pack never
-//! accumulates (`data_source_reputation[...]`) read the context.
+//! (see `shared`: a call is evaluated again when what it read changed).
+//! Other undeclared bare names the pack never accumulates
+//! (`data_source_reputation[...]`) read the context.
 //!
 //! # Codes and messages
 //!
