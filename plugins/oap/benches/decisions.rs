@@ -103,6 +103,72 @@ fn main() {
             fmt(samples[samples.len() - 1])
         );
     }
+    hostile(&provider, &filters);
+}
+
+/// Inputs made to stall a decision: 1 MiB arguments, and the worst shapes
+/// just under the command pack's caps. Each is decided 20 times; the
+/// slowest decision is what counts (the goal: under 50 ms).
+fn hostile(provider: &std::sync::Arc<dyn guardhost::GuardrailProvider>, filters: &[String]) {
+    const MIB: usize = 1 << 20;
+    let under_cap = 60 << 10;
+    let cases: Vec<(&str, &str, Value)> = vec![
+        (
+            "1 MiB command ($(( nesting)",
+            "bash",
+            json!({"command": format!("echo {}", "$((".repeat(MIB / 3))}),
+        ),
+        ("1 MiB command (words)", "bash", json!({"command": format!("echo {}", "a ".repeat(MIB / 2))})),
+        ("1 MiB path", "read_file", json!({"path": format!("/mnt/user-data/{}", "a/".repeat(MIB / 2))})),
+        ("1 MiB URL", "web_fetch", json!({"url": format!("https://example.com/{}", "a".repeat(MIB))})),
+        ("90 KB $(( (the old stall)", "bash", json!({"command": format!("echo {}", "$((".repeat(30_000))})),
+        ("60 KiB command list (a;)", "bash", json!({"command": "a;".repeat(under_cap / 2)})),
+        ("60 KiB pipeline (a|)", "bash", json!({"command": format!("{}a", "a|".repeat(under_cap / 2))})),
+        ("60 KiB words", "bash", json!({"command": format!("echo {}", "a ".repeat(under_cap / 2))})),
+        (
+            "60 KiB quoted words",
+            "bash",
+            json!({"command": format!("echo {}", "'a' \"b\" ".repeat(under_cap / 8))}),
+        ),
+        (
+            "60 KiB $(...) in a row",
+            "bash",
+            json!({"command": format!("echo {}", "$(id) ".repeat(under_cap / 6))}),
+        ),
+        (
+            "60 KiB here-document",
+            "bash",
+            json!({"command": format!("cat <<EOF\n{}EOF", "line $x\n".repeat(under_cap / 8))}),
+        ),
+        (
+            "60 KiB of $( without )",
+            "bash",
+            json!({"command": format!("echo {}", "$(".repeat(under_cap / 2))}),
+        ),
+    ];
+    println!();
+    println!("{:<36} {:>10} {:>10}  outcome", "hostile input", "p50", "max");
+    for (name, tool, args) in cases {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let call = ToolCallRequest::new(tool, args.as_object().cloned().unwrap());
+        let request = GuardrailRequest::from_tool_call(&call, None).unwrap();
+        let mut samples = Vec::with_capacity(20);
+        let mut outcome = String::new();
+        for _ in 0..20 {
+            let t = Instant::now();
+            let decision = black_box(provider.evaluate(black_box(&request)).unwrap());
+            samples.push(t.elapsed());
+            outcome = if decision.allow { "allow".into() } else { decision.reasons[0].code.clone() };
+        }
+        samples.sort_unstable();
+        println!(
+            "{name:<36} {:>10} {:>10}  {outcome}",
+            fmt(samples[samples.len() / 2]),
+            fmt(samples[samples.len() - 1])
+        );
+    }
 }
 
 /// A pack of our own, in APort's shape: one rule and a context schema.

@@ -34,7 +34,15 @@ impl Failure {
 }
 
 /// Codes `warn` mode never turns into an allow.
-const HARD_CODES: &[&str] = &["oap.dangerous_operation", "oap.command_injection_detected"];
+const HARD_CODES: &[&str] = &[
+    "oap.dangerous_operation",
+    "oap.command_injection_detected",
+    // A command that cannot be checked is not let through with a warning.
+    "oap.command_unresolved",
+    "oap.command_too_long",
+    "oap.command_too_complex",
+    "oap.command_unparsable",
+];
 
 /// The provider's state: config, passports, packs, counters.
 pub struct Engine {

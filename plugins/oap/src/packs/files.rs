@@ -62,7 +62,38 @@ pub fn check(
         ));
     }
     for path in paths {
+        exact(path)?;
         check_one(args, &resolve(path), limits, access, limit_paths)?;
+    }
+    Ok(())
+}
+
+/// The longest path checked, in bytes: the kernel's `PATH_MAX`, past which
+/// no file can be opened by that name.
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// A path is checked exactly as given, so one the OS would read otherwise
+/// is denied: white space at either end (`" /mnt/a"` opens `./ /mnt/a`), a
+/// NUL (the OS stops there: `a.pem\0.txt` opens `a.pem`) or another control
+/// character; and one longer than [`MAX_PATH_BYTES`].
+fn exact(path: &str) -> Checked {
+    if path.len() > MAX_PATH_BYTES {
+        return Err(deny(
+            "oap.path_too_long",
+            format!("File path is longer than {MAX_PATH_BYTES} bytes, the most a file can be opened by"),
+        ));
+    }
+    if path.trim() != path {
+        return Err(deny(
+            "oap.path_malformed",
+            "File path starts or ends with white space; paths are checked exactly as given",
+        ));
+    }
+    if path.chars().any(char::is_control) {
+        return Err(deny(
+            "oap.path_malformed",
+            "File path holds a NUL or another control character; paths are checked exactly as given",
+        ));
     }
     Ok(())
 }
@@ -237,7 +268,7 @@ fn parts(path: &Path) -> Vec<Part> {
 /// create), and `..` applied to what the path really is at that point.
 /// Components that do not exist are kept as written.
 pub fn resolve(path: &str) -> PathBuf {
-    let path = Path::new(path.trim());
+    let path = Path::new(path);
     let mut out = PathBuf::new();
     let mut pending: Vec<Part> = parts(path);
     if !path.has_root() {
@@ -284,14 +315,29 @@ pub fn glob(pattern: &str, path: &str) -> bool {
     segments_match(&parts, &segments)
 }
 
+/// Segment-wise matching, `**` standing for any number of segments: the
+/// same backtracking to the last `**` as [`segment`] does to the last `*`,
+/// so the time is at most the product of the two lengths, whatever the
+/// number of `**`.
 fn segments_match(pattern: &[&str], path: &[&str]) -> bool {
-    match pattern.split_first() {
-        None => path.is_empty(),
-        Some((&"**", rest)) => (0..=path.len()).any(|skip| segments_match(rest, &path[skip..])),
-        Some((first, rest)) => {
-            path.split_first().is_some_and(|(p, tail)| segment(first, p) && segments_match(rest, tail))
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < path.len() {
+        if i < pattern.len() && pattern[i] != "**" && segment(pattern[i], path[j]) {
+            i += 1;
+            j += 1;
+        } else if i < pattern.len() && pattern[i] == "**" {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
         }
     }
+    pattern[i..].iter().all(|p| *p == "**")
 }
 
 fn segment(pattern: &str, text: &str) -> bool {
@@ -337,6 +383,62 @@ mod tests {
         assert!(glob("/tmp/*.txt", "/tmp/a.txt"));
         assert!(!glob("/tmp/*.txt", "/tmp/sub/a.txt"));
         assert!(glob("a?c", "/x/abc"));
+    }
+
+    /// The backtracking match agrees with the recursive definition of
+    /// `**` on every small pattern and path.
+    #[test]
+    fn segment_globs_agree_with_the_recursive_definition() {
+        fn reference(pattern: &[&str], path: &[&str]) -> bool {
+            match pattern.split_first() {
+                None => path.is_empty(),
+                Some((&"**", rest)) => (0..=path.len()).any(|skip| reference(rest, &path[skip..])),
+                Some((first, rest)) => {
+                    path.split_first().is_some_and(|(p, tail)| segment(first, p) && reference(rest, tail))
+                }
+            }
+        }
+        let tokens = ["**", "a", "*", "b", "a*"];
+        let names = ["a", "b", "ab"];
+        let mut patterns = vec![vec![]];
+        for _ in 0..4 {
+            let longer: Vec<Vec<&str>> = patterns
+                .iter()
+                .flat_map(|p: &Vec<&str>| tokens.iter().map(move |t| [p.clone(), vec![*t]].concat()))
+                .collect();
+            patterns.extend(longer.into_iter().filter(|p| p.len() <= 4));
+            patterns.dedup();
+        }
+        let mut paths = vec![vec![]];
+        for _ in 0..4 {
+            let longer: Vec<Vec<&str>> = paths
+                .iter()
+                .flat_map(|p: &Vec<&str>| names.iter().map(move |n| [p.clone(), vec![*n]].concat()))
+                .collect();
+            paths.extend(longer.into_iter().filter(|p| p.len() <= 4));
+            paths.dedup();
+        }
+        for pattern in &patterns {
+            for path in &paths {
+                assert_eq!(segments_match(pattern, path), reference(pattern, path), "{pattern:?} {path:?}");
+            }
+        }
+    }
+
+    /// A path the OS would read otherwise than the check does is denied.
+    #[test]
+    fn paths_are_checked_exactly_as_given() {
+        let limits = json!({"allowed_paths": ["/mnt/user-data/"], "blocked_patterns": ["*.pem"]});
+        let code = |path: &str| run(json!({"path": path}), limits.clone(), Access::Read);
+        assert_eq!(code("/mnt/user-data/a.txt"), Ok(()));
+        for path in [" /mnt/user-data/a", "\t/mnt/user-data/a", "/mnt/user-data/a ", "/mnt/user-data/a\n"] {
+            assert_eq!(code(path), Err("oap.path_malformed".into()), "{path:?}");
+        }
+        assert_eq!(code("/mnt/user-data/server.pem\u{0}.txt"), Err("oap.path_malformed".into()));
+        assert_eq!(code("/mnt/user-data/a\u{1b}b"), Err("oap.path_malformed".into()));
+        assert_eq!(code(&format!("/mnt/user-data/{}", "a/".repeat(4096))), Err("oap.path_too_long".into()));
+        let listed = json!({"filepaths": ["/mnt/user-data/a", " /mnt/user-data/b"]});
+        assert_eq!(run(listed, limits.clone(), Access::List), Err("oap.path_malformed".into()));
     }
 
     #[test]

@@ -1,0 +1,960 @@
+//! The checks that read a command's structure ([`shell::Script`]): which
+//! program each simple command really runs once wrappers are unwrapped
+//! (`env`, `exec`, `command`, `busybox`, `xargs`, `nice`, `timeout`,
+//! `nohup`, `sudo` ...), the code that shells and `eval` are handed, and
+//! the built-in dangerous operations on what runs, not on the text.
+//!
+//! Unknowns are denied with `oap.command_unresolved`: a command word known
+//! only when the command runs (a variable, a substitution, `$IFS` tricks, a
+//! function defined in the same command) under an allowlist, or, under
+//! `*`, when it feeds or wraps an interpreter or looks like a dangerous
+//! operation; code handed to a shell or `eval` that cannot be read first.
+
+use super::shell::{self, Command, RedirectKind, Script, Unreadable, Via, Word};
+use crate::packs::{deny, Denial};
+
+/// Code for what cannot be known before the command runs.
+pub const UNRESOLVED: &str = "oap.command_unresolved";
+/// Code for a built-in dangerous operation.
+pub const DANGEROUS: &str = "oap.dangerous_operation";
+
+/// Shells: they run code given with `-c`, on standard input or in a file.
+const SHELLS: &[&str] =
+    &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "posh", "fish", "csh", "tcsh", "rbash"];
+
+/// Other interpreters: they run code given with a flag, on standard input
+/// or in a file.
+const INTERPRETERS: &[&str] = &[
+    "python",
+    "python2",
+    "python3",
+    "perl",
+    "ruby",
+    "node",
+    "nodejs",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "rscript",
+    "deno",
+    "bun",
+    "pwsh",
+    "powershell",
+    "osascript",
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
+    "jshell",
+    "irb",
+    "ipython",
+];
+
+/// Programs that fetch data from the network.
+const DOWNLOADERS: &[&str] = &[
+    "curl",
+    "wget",
+    "nc",
+    "netcat",
+    "ncat",
+    "socat",
+    "aria2c",
+    "http",
+    "https",
+    "xh",
+    "fetch",
+    "lwp-request",
+    "lwp-download",
+    "ftp",
+    "tftp",
+    "telnet",
+];
+
+/// Programs whose output is decoded data, not text anyone wrote.
+const DECODERS: &[&str] = &[
+    "base64", "base32", "basenc", "xxd", "uudecode", "openssl", "gunzip", "zcat", "gzip", "bzip2", "bunzip2",
+    "xz", "unxz", "zstd", "rev", "tr", "od", "printf",
+];
+
+/// The mode the command pack runs in.
+#[derive(Debug, Clone, Copy)]
+pub enum Mode<'a> {
+    /// `allowed_commands: ["*"]`: any command but the dangerous ones.
+    Any,
+    /// An allowlist: only its commands run.
+    Listed {
+        /// The allowed commands, each one or more words.
+        allowed: &'a [&'a str],
+    },
+}
+
+/// What a simple command runs once its wrappers are unwrapped.
+#[derive(Debug, Clone)]
+pub struct Effective<'s> {
+    /// The programs run, outermost first (`sudo`, `env`, `rm`), each with
+    /// its arguments.
+    pub layers: Vec<&'s [Word]>,
+    /// Code one of the wrappers runs as a shell command (`watch 'x'`,
+    /// `su -c 'x'`, `env -S 'x'`).
+    pub code: Option<&'s Word>,
+    /// Whether the innermost program gets arguments nobody wrote
+    /// (`xargs`).
+    pub extra_arguments: bool,
+}
+
+impl Effective<'_> {
+    /// The words of the program that finally runs.
+    pub fn inner(&self) -> &[Word] {
+        self.layers.last().copied().unwrap_or(&[])
+    }
+
+    /// The basename of the program that finally runs, if known.
+    pub fn name(&self) -> Option<&str> {
+        self.inner().first().and_then(Word::lit).map(basename)
+    }
+}
+
+/// The basename of a word (`/usr/bin/rm` → `rm`).
+pub fn basename(word: &str) -> &str {
+    word.rsplit('/').next().unwrap_or(word)
+}
+
+fn is_shell(name: &str) -> bool {
+    SHELLS.contains(&name)
+}
+
+fn is_interpreter(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    is_shell(&name)
+        || INTERPRETERS.contains(&name.as_str())
+        // python3.12, perl5.36, node18 ...
+        || ["python", "perl", "ruby", "node", "php", "lua"].iter().any(|p| {
+            name.strip_prefix(p).is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+        })
+}
+
+/// An interpreter of a language other than the shell's.
+pub fn is_foreign_interpreter(name: &str) -> bool {
+    is_interpreter(name) && !is_shell(name)
+}
+
+fn is_downloader(name: &str) -> bool {
+    DOWNLOADERS.contains(&name)
+}
+
+/// Unwraps the wrappers of a command's words.
+pub fn effective(words: &[Word]) -> Effective<'_> {
+    let mut layers = vec![words];
+    let mut code = None;
+    let mut extra_arguments = false;
+    let mut rest = words;
+    // Each round unwraps one wrapper; a command has few.
+    for _ in 0..16 {
+        let Some(name) = rest.first().and_then(Word::lit).map(basename) else { break };
+        let args = &rest[1..];
+        let next = match name {
+            "exec" => skip_options(args, &["-a"]),
+            "command" | "builtin" | "nohup" | "unbuffer" | "torsocks" | "proxychains" | "proxychains4"
+            | "caffeinate" => skip_options(args, &[]),
+            "time" => skip_options(args, &["-f", "--format", "-o", "--output"]),
+            "nice" => skip_options(args, &["-n", "--adjustment"]),
+            "ionice" => skip_options(args, &["-c", "--class", "-n", "--classdata", "-p", "-P", "-u"]),
+            "setsid" | "stdbuf" => skip_options(args, &["-i", "-o", "-e"]),
+            // A mask or CPU list, then the command.
+            "taskset" => skip_options(args, &[]).map(|at| at + 1),
+            "timeout" => skip_options(args, &["-s", "--signal", "-k", "--kill-after"]).map(|at| at + 1),
+            "chroot" => skip_options(args, &["--userspec", "--groups"]).map(|at| at + 1),
+            "flock" => {
+                skip_options(args, &["-w", "--timeout", "-E", "--conflict-exit-code"]).map(|at| at + 1)
+            }
+            "sudo" | "doas" | "run0" => {
+                skip_options(args, &["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-T", "-U", "-R"])
+            }
+            "busybox" | "toybox" => Some(0),
+            "env" => {
+                let mut at = 0;
+                let mut found = None;
+                while at < args.len() {
+                    let Some(w) = args[at].lit() else { break };
+                    if w == "-S" || w == "--split-string" {
+                        found = args.get(at + 1);
+                        at += 2;
+                    } else if w.starts_with("--split-string=") {
+                        found = Some(&args[at]);
+                        at += 1;
+                    } else if w == "-u" || w == "--unset" || w == "-C" || w == "--chdir" {
+                        at += 2;
+                    } else if w.starts_with('-') || w.contains('=') {
+                        // A flag, `-` (an empty environment) or `NAME=VALUE`.
+                        at += 1;
+                    } else {
+                        break;
+                    }
+                }
+                if found.is_some() {
+                    code = found;
+                }
+                Some(at)
+            }
+            "xargs" => {
+                extra_arguments = true;
+                skip_options(
+                    args,
+                    &[
+                        "-I",
+                        "-L",
+                        "-n",
+                        "-P",
+                        "-s",
+                        "-d",
+                        "-E",
+                        "-a",
+                        "-e",
+                        "--arg-file",
+                        "--delimiter",
+                        "--max-args",
+                        "--max-procs",
+                        "--max-chars",
+                        "--replace",
+                        "--eof",
+                        "--max-lines",
+                        "--process-slot-var",
+                    ],
+                )
+            }
+            "watch" => {
+                let at = skip_options(args, &["-n", "--interval", "-d", "-q"]);
+                if let Some(at) = at {
+                    // Its arguments, joined, are a shell command.
+                    code = args.get(at);
+                }
+                None
+            }
+            "su" | "runuser" => {
+                let at = args.iter().position(|w| w.lit().is_some_and(|w| w == "-c" || w == "--command"));
+                if let Some(at) = at {
+                    code = args.get(at + 1);
+                }
+                None
+            }
+            _ => None,
+        };
+        let Some(at) = next else { break };
+        if at >= args.len() {
+            // A wrapper with nothing to run (`sudo -i` starts a shell).
+            if matches!(name, "sudo" | "doas" | "run0") {
+                layers.push(&[]);
+            }
+            break;
+        }
+        rest = &args[at..];
+        layers.push(rest);
+    }
+    Effective { layers, code, extra_arguments }
+}
+
+/// Where a wrapper's command starts after its options; `with_value` lists
+/// the options that take a value as the next word. `None` when an option
+/// is not literal.
+fn skip_options(args: &[Word], with_value: &[&str]) -> Option<usize> {
+    let mut at = 0;
+    while at < args.len() {
+        let w = args[at].lit()?;
+        if w == "--" {
+            return Some(at + 1);
+        }
+        if !w.starts_with('-') || w == "-" {
+            return Some(at);
+        }
+        let takes_value = with_value.contains(&w);
+        at += if takes_value { 2 } else { 1 };
+    }
+    Some(at)
+}
+
+/// Where an interpreter takes its program from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Program<'s> {
+    /// Standard input.
+    Stdin,
+    /// A file (or a substitution standing for one).
+    File(&'s Word),
+    /// An argument holding the code (`-c`, `-e`).
+    Code(&'s Word),
+}
+
+/// The program an interpreter runs, from its arguments.
+fn program<'s>(name: &str, args: &'s [Word]) -> Program<'s> {
+    let shell = is_shell(name) || matches!(name, "source" | ".");
+    if matches!(name, "source" | ".") {
+        return args.first().map_or(Program::Stdin, Program::File);
+    }
+    let code_flags: &[&str] = match name {
+        n if shell && n == "fish" => &["-c", "--command"],
+        _ if shell => &[],
+        "node" | "nodejs" | "deno" | "bun" => &["-e", "--eval", "-p", "--print"],
+        "php" => &["-r"],
+        "awk" | "gawk" | "mawk" | "nawk" => &[],
+        "pwsh" | "powershell" => &["-c", "-command", "-Command"],
+        _ => &["-c", "-e", "-E"],
+    };
+    let mut code_next = false;
+    let mut at = 0;
+    while at < args.len() {
+        let word = &args[at];
+        let Some(w) = word.lit() else {
+            return if code_next { Program::Code(word) } else { Program::File(word) };
+        };
+        if code_next && !w.starts_with('-') {
+            return Program::Code(word);
+        }
+        if w == "-" || w == "--" {
+            return if w == "-" {
+                Program::Stdin
+            } else {
+                args.get(at + 1).map_or(Program::Stdin, Program::File)
+            };
+        }
+        if shell && (w.starts_with('-') || w.starts_with('+')) && !w.starts_with("--") {
+            if w.contains('c') {
+                code_next = true;
+            }
+            if w.contains('s') && !code_next {
+                return Program::Stdin;
+            }
+            if w == "-o" || w == "+o" || w == "-O" || w == "+O" {
+                at += 1;
+            }
+        } else if shell && w.starts_with("--") {
+            if w == "--rcfile" || w == "--init-file" {
+                at += 1;
+            }
+        } else if code_flags.contains(&w) {
+            return args.get(at + 1).map_or(Program::Stdin, Program::Code);
+        } else if !shell && w.starts_with('-') {
+            // `python3 -m module`, `-W arg`: a module or option value.
+            if matches!(w, "-m") {
+                return args.get(at + 1).map_or(Program::Stdin, Program::File);
+            }
+            if matches!(w, "-W" | "-X" | "-I" | "-r" | "--require" | "-f") && name != "awk" {
+                at += 1;
+            }
+            if matches!(name, "awk" | "gawk" | "mawk" | "nawk") && w == "-f" {
+                return args.get(at + 1).map_or(Program::Stdin, Program::File);
+            }
+        } else {
+            if matches!(name, "awk" | "gawk" | "mawk" | "nawk") {
+                return Program::Code(word);
+            }
+            return Program::File(word);
+        }
+        at += 1;
+    }
+    if code_next {
+        // `sh -c` with nothing after it fails; nothing runs.
+        return Program::Stdin;
+    }
+    Program::Stdin
+}
+
+/// Runs the structural checks on `script` (the parsed `command`), adding
+/// the code it hands to shells as it finds it. `Err` is the first denial.
+pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
+    expand(script)?;
+    let downloads = holds(script, |c| effective(&c.words).name().is_some_and(is_downloader));
+    let cd_away = script.commands.iter().any(|c| {
+        let e = effective(&c.words);
+        matches!(e.name(), Some("cd" | "pushd"))
+            && match e.inner().get(1) {
+                None => true,
+                Some(Word::Lit(target)) => target == "-" || top_level(target),
+                Some(Word::Dyn(_)) => true,
+            }
+    });
+    for (index, command) in script.commands.iter().enumerate() {
+        let e = effective(&command.words);
+        let functions = &script.functions;
+        // Unknown command words.
+        for layer in &e.layers {
+            let Some(first) = layer.first() else { continue };
+            let name = match first {
+                Word::Lit(name) => basename(name),
+                Word::Dyn(dynamic) => {
+                    if let Mode::Listed { .. } = mode {
+                        return Err(deny(
+                            UNRESOLVED,
+                            "Command runs a program whose name is known only when it runs",
+                        ));
+                    }
+                    unknown_program(script, index, layer, dynamic, &downloads, cd_away)?;
+                    continue;
+                }
+            };
+            if functions.iter().any(|f| f.name == name) {
+                if command.function.as_deref() == Some(name)
+                    && (!command.stages.is_empty() || command.background)
+                {
+                    return Err(deny(DANGEROUS, "Fork bomb detected"));
+                }
+                if let Mode::Listed { .. } = mode {
+                    return Err(deny(
+                        UNRESOLVED,
+                        format!("Command calls '{name}', a function it defines itself"),
+                    ));
+                }
+            }
+        }
+        if let Some(name) = e.name() {
+            interpreter(script, index, command, &e, name, &downloads)?;
+            if let Some(what) = dangerous(e.inner(), e.extra_arguments, cd_away) {
+                return Err(what);
+            }
+        } else if e.inner().is_empty() && e.layers.len() > 1 {
+            // `sudo -i`: a shell reading standard input.
+            if producers(script, index).any(|p| downloads[p]) {
+                return Err(deny(DANGEROUS, "Download-and-execute pattern detected"));
+            }
+        }
+        for redirect in &command.redirects {
+            if redirect.kind == RedirectKind::Write {
+                if let Some(target) = redirect.target.lit() {
+                    if block_device(target) {
+                        return Err(deny(DANGEROUS, "Dangerous disk operation: write to a block device"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds the code that commands hand to a shell (`sh -c`, `eval`, text
+/// piped into a shell, `find -exec`, `xargs`, `watch`), until none is
+/// left; a command is visited once.
+fn expand(script: &mut Script) -> Result<(), Denial> {
+    let mut index = 0;
+    while index < script.commands.len() {
+        let command = &script.commands[index];
+        let e = effective(&command.words);
+        let mut code: Vec<String> = Vec::new();
+        let mut synthetic: Vec<Vec<Word>> = Vec::new();
+        if let Some(word) = e.code {
+            match word {
+                Word::Lit(text) => code.push(text.strip_prefix("--split-string=").unwrap_or(text).to_owned()),
+                Word::Dyn(_) => {
+                    return Err(deny(UNRESOLVED, "Command runs shell code that is known only when it runs"))
+                }
+            }
+        }
+        // Each wrapper layer hands its words on; `find -exec` and `xargs`
+        // run commands of their own.
+        for layer in &e.layers {
+            let Some(name) = layer.first().and_then(Word::lit).map(basename) else { continue };
+            if name == "find" {
+                synthetic.extend(find_exec(layer));
+            }
+        }
+        if e.extra_arguments && e.layers.len() > 1 {
+            let mut words = e.inner().to_vec();
+            if words.is_empty() {
+                words.push(Word::Lit("echo".into()));
+            }
+            words.push(Word::Dyn(Default::default()));
+            synthetic.push(words);
+        }
+        match e.name() {
+            Some("eval") => {
+                let args = &e.inner()[1..];
+                let mut joined = Vec::with_capacity(args.len());
+                for arg in args {
+                    match arg {
+                        Word::Lit(text) => joined.push(text.as_str()),
+                        Word::Dyn(_) => {
+                            return Err(deny(
+                                UNRESOLVED,
+                                "Command runs `eval` on text that is known only when it runs",
+                            ))
+                        }
+                    }
+                }
+                code.push(joined.join(" "));
+            }
+            Some(name) if is_shell(name) => match program(name, &e.inner()[1..]) {
+                Program::Code(Word::Lit(text)) => code.push(text.clone()),
+                Program::Code(Word::Dyn(_)) => {
+                    return Err(deny(UNRESOLVED, "Command runs shell code that is known only when it runs"))
+                }
+                Program::Stdin => {
+                    if let Some(text) = &command.stdin_text {
+                        match text {
+                            Word::Lit(text) => code.push(text.clone()),
+                            Word::Dyn(_) => {
+                                return Err(deny(
+                                    UNRESOLVED,
+                                    "Command feeds a shell code that is known only when it runs",
+                                ))
+                            }
+                        }
+                    } else if let Some(text) = printed(script, index) {
+                        code.push(text);
+                    }
+                }
+                Program::File(_) => {}
+            },
+            _ => {}
+        }
+        let (depth, stages) = (command.depth, command.stages.clone());
+        for text in code {
+            script.add(&text, Some(index), Via::Code).map_err(unreadable)?;
+        }
+        for words in synthetic {
+            if depth + 1 > shell::MAX_NESTING {
+                return Err(unreadable(Unreadable::TooDeep));
+            }
+            let parent = &script.commands[index];
+            let command = Command {
+                words,
+                assignments: Vec::new(),
+                redirects: Vec::new(),
+                stdin_text: None,
+                stages: stages.clone(),
+                background: parent.background,
+                function: parent.function.clone(),
+                parent: Some(index),
+                via: Via::Code,
+                depth: depth + 1,
+            };
+            script.commands.push(command);
+        }
+        index += 1;
+    }
+    Ok(())
+}
+
+/// The denial for a command that cannot be read.
+pub fn unreadable(why: Unreadable) -> Denial {
+    match why {
+        Unreadable::TooLong => deny(
+            "oap.command_too_long",
+            format!("Command is longer than {} bytes, the most that is checked", shell::MAX_COMMAND_BYTES),
+        ),
+        Unreadable::TooDeep => deny(
+            "oap.command_too_complex",
+            format!("Command nests deeper than {} levels, the most that is checked", shell::MAX_NESTING),
+        ),
+        Unreadable::Syntax(_) => deny(
+            "oap.command_unparsable",
+            "Command is not valid shell syntax, so what it runs cannot be checked",
+        ),
+    }
+}
+
+/// The commands `find -exec ... ;` runs, `{}` standing for each starting
+/// path.
+fn find_exec(words: &[Word]) -> Vec<Vec<Word>> {
+    let args = &words[1..];
+    let paths: Vec<&Word> = args
+        .iter()
+        .take_while(|w| w.lit().is_none_or(|w| !w.starts_with('-') && w != "(" && w != "!"))
+        .collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < args.len() {
+        if args[at].lit().is_some_and(|w| matches!(w, "-exec" | "-execdir" | "-ok" | "-okdir")) {
+            let end = args[at + 1..]
+                .iter()
+                .position(|w| w.lit().is_some_and(|w| w == ";" || w == "+"))
+                .map_or(args.len(), |e| at + 1 + e);
+            let template = &args[at + 1..end];
+            let starts: Vec<Word> = if paths.is_empty() {
+                vec![Word::Lit(".".into())]
+            } else {
+                paths.iter().map(|w| (*w).clone()).collect()
+            };
+            for start in starts.iter().take(8) {
+                out.push(
+                    template
+                        .iter()
+                        .map(|w| if w.lit() == Some("{}") { start.clone() } else { w.clone() })
+                        .collect(),
+                );
+            }
+            at = end;
+        }
+        at += 1;
+    }
+    out
+}
+
+/// For each command, whether it or a command it holds (in a substitution
+/// or code it runs) satisfies `what`.
+fn holds(script: &Script, what: impl Fn(&Command) -> bool) -> Vec<bool> {
+    let mut found = vec![false; script.commands.len()];
+    for (index, command) in script.commands.iter().enumerate() {
+        if what(command) {
+            let mut at = Some(index);
+            while let Some(i) = at {
+                if found[i] && i != index {
+                    break;
+                }
+                found[i] = true;
+                at = script.commands[i].parent;
+            }
+        }
+    }
+    found
+}
+
+/// The commands whose output reaches command `index`'s standard input
+/// through a pipe: those in an earlier stage of a pipeline it sits in.
+fn producers(script: &Script, index: usize) -> impl Iterator<Item = usize> + '_ {
+    let stages = &script.commands[index].stages;
+    script.commands.iter().enumerate().filter_map(move |(i, other)| {
+        let earlier = stages
+            .iter()
+            .any(|&(pipeline, stage)| other.stages.iter().any(|&(p, s)| p == pipeline && s < stage));
+        earlier.then_some(i)
+    })
+}
+
+/// The text piped into command `index` when every earlier stage is an
+/// `echo` or `printf` of known words (`echo 'rm -rf /' | sh`).
+fn printed(script: &Script, index: usize) -> Option<String> {
+    let mut text = String::new();
+    let mut any = false;
+    for p in producers(script, index) {
+        let producer = &script.commands[p];
+        if producer.words.is_empty() {
+            continue;
+        }
+        let e = effective(&producer.words);
+        if !matches!(e.name(), Some("echo" | "printf")) {
+            return None;
+        }
+        let words: Option<Vec<&str>> = e.inner()[1..].iter().map(Word::lit).collect();
+        let words = words?;
+        let words: Vec<&str> =
+            words.into_iter().skip_while(|w| matches!(*w, "-n" | "-e" | "-E" | "-ne" | "-en")).collect();
+        text.push_str(&words.join(" "));
+        text.push('\n');
+        any = true;
+    }
+    any.then_some(text)
+}
+
+/// The checks on an interpreter (a shell, `source`, Python ...): it must
+/// not run downloaded, decoded or unknown code.
+fn interpreter(
+    script: &Script,
+    index: usize,
+    command: &Command,
+    e: &Effective<'_>,
+    name: &str,
+    downloads: &[bool],
+) -> Result<(), Denial> {
+    let sources = matches!(name, "source" | "." | "eval");
+    if !is_interpreter(name) && !sources {
+        return Ok(());
+    }
+    let download_and_run = || deny(DANGEROUS, "Download-and-execute pattern detected");
+    // Code from a substitution or process substitution in its arguments,
+    // its here-string or its redirections.
+    if downloads[index] {
+        return Err(download_and_run());
+    }
+    let shell_like = is_shell(name) || sources;
+    match program(name, &e.inner()[1..]) {
+        Program::File(Word::Dyn(d)) if d.substitutes && shell_like => {
+            return Err(deny(UNRESOLVED, format!("Command runs '{name}' on code from a substitution")));
+        }
+        Program::File(Word::Lit(path))
+            if shell_like && matches!(path.as_str(), "/dev/stdin" | "/dev/fd/0") => {}
+        Program::File(_) | Program::Code(_) => return Ok(()),
+        Program::Stdin => {}
+    }
+    if name == "eval" {
+        return Ok(());
+    }
+    // It reads its program from standard input.
+    let from_substitution = command
+        .redirects
+        .iter()
+        .any(|r| r.kind == RedirectKind::Read && matches!(&r.target, Word::Dyn(d) if d.substitutes));
+    if from_substitution {
+        return Err(deny(UNRESOLVED, format!("Command runs '{name}' on code from a substitution")));
+    }
+    for p in producers(script, index) {
+        if downloads[p] {
+            return Err(download_and_run());
+        }
+        let producer = effective(&script.commands[p].words);
+        match producer.inner().first() {
+            None => {}
+            Some(Word::Dyn(_)) => {
+                return Err(deny(
+                    UNRESOLVED,
+                    format!("Command pipes the output of an unknown program into '{name}'"),
+                ))
+            }
+            Some(Word::Lit(_)) => {
+                let producer_name = producer.name().unwrap_or_default();
+                if DECODERS.contains(&producer_name) && producer_name != "printf" {
+                    return Err(deny(
+                        DANGEROUS,
+                        format!("Decoded data piped into an interpreter ('{name}')"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The checks on a program whose name is known only when it runs (`$x`,
+/// `rm${IFS}-rf`), under `*`: denied when it feeds or wraps an interpreter
+/// or looks like a dangerous operation.
+fn unknown_program(
+    script: &Script,
+    index: usize,
+    words: &[Word],
+    dynamic: &shell::Dynamic,
+    downloads: &[bool],
+    cd_away: bool,
+) -> Result<(), Denial> {
+    let unknown = || {
+        deny(
+            UNRESOLVED,
+            "Command runs a program whose name is known only when it runs, in a way that could be dangerous",
+        )
+    };
+    // What `$IFS` tricks run: the literal parts, split where expansions stand.
+    let mut split: Vec<Word> = dynamic.split.iter().map(|s| Word::Lit(s.clone())).collect();
+    split.extend(words[1..].iter().cloned());
+    if let Some(name) = split.first().and_then(Word::lit).map(basename) {
+        if is_interpreter(name) || is_downloader(name) || matches!(name, "eval" | "source" | ".") {
+            return Err(unknown());
+        }
+        if dangerous(&split, false, cd_away).is_some() {
+            return Err(unknown());
+        }
+    }
+    // Its arguments would make a dangerous program dangerous.
+    for program in ["rm", "chmod", "chown", "chgrp", "dd", "find", "shred", "tee", "cp"] {
+        let mut as_program = vec![Word::Lit(program.into())];
+        as_program.extend(words[1..].iter().cloned());
+        if dangerous(&as_program, false, cd_away).is_some() {
+            return Err(unknown());
+        }
+    }
+    // It wraps a download, or is fed one, or feeds an interpreter.
+    if downloads[index] || producers(script, index).any(|p| downloads[p]) {
+        return Err(unknown());
+    }
+    Ok(())
+}
+
+/// Whether `path` is `/`, a top-level directory (`/etc`, `/mnt/`), the
+/// home directory (`~`, `$HOME`), a glob over one of them (`/*`, `/e*`,
+/// `/{a,b}`), or only `..` steps; after `.`, `..` and repeated slashes are
+/// resolved as the kernel would on names.
+pub fn top_level(path: &str) -> bool {
+    let rooted = path.starts_with('/');
+    let path = path.trim_end_matches("/*").trim_end_matches("/.*");
+    if path.is_empty() {
+        return rooted;
+    }
+    let home = path == "~" || path.starts_with("~/") || (path.starts_with('~') && !path.contains('/'));
+    let absolute = path.starts_with('/') || home;
+    if !absolute {
+        // Relative: only `..` steps climb out of the working directory.
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+        return !parts.is_empty() && parts.iter().all(|p| *p == "..");
+    }
+    let rest = if home { path.split_once('/').map_or("", |(_, r)| r) } else { path };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in rest.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    let glob_first = parts.first().is_some_and(|p| p.contains(['*', '?', '[', '{']));
+    if home {
+        return parts.is_empty() || glob_first;
+    }
+    parts.len() <= 1 || glob_first
+}
+
+/// Whether `path` names a disk (`/dev/sda`, `/dev/nvme0n1`, `/dev/mmcblk0`
+/// and their partitions, device-mapper and RAID devices).
+pub fn block_device(path: &str) -> bool {
+    let Some(device) = path.strip_prefix("/dev/") else { return false };
+    const DISKS: &[&str] = &[
+        "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk", "rdisk", "md", "dm-", "mapper/", "nbd", "zd",
+        "rbd", "bcache",
+    ];
+    DISKS.iter().any(|d| device.starts_with(d)) || device.starts_with("disk/by-")
+}
+
+/// The built-in dangerous operations, on one program and its arguments:
+/// recursive deletion of `/`, a top-level directory or the home directory
+/// (or of what is known only when it runs); disk writes and filesystem
+/// creation; recursive or root-wide world-writable modes and recursive
+/// owner changes of top-level directories. `extra` says the program gets
+/// arguments nobody wrote (`xargs`); `cd_away` that the command changes to
+/// a directory that is top-level or unknown.
+pub fn dangerous(words: &[Word], extra: bool, cd_away: bool) -> Option<Denial> {
+    let name = basename(words.first()?.lit()?);
+    let args = &words[1..];
+    let lits = || args.iter().filter_map(Word::lit);
+    let (flags, operands) = split_flags(args);
+    match name {
+        "rm" => {
+            let recursive = flags.iter().any(|f| short(f, 'r') || short(f, 'R') || *f == "--recursive")
+                || flags.contains(&"--no-preserve-root");
+            if !recursive {
+                return None;
+            }
+            let destructive = || deny(DANGEROUS, "Destructive file operation: rm -rf / or rm -rf /*");
+            if flags.contains(&"--no-preserve-root") {
+                return Some(destructive());
+            }
+            for operand in &operands {
+                match operand {
+                    Word::Lit(target) => {
+                        if top_level(target) || cd_away && relative_everything(target) {
+                            return Some(destructive());
+                        }
+                    }
+                    Word::Dyn(d) => {
+                        return Some(if top_level(&d.without) && !d.without.is_empty() {
+                            destructive()
+                        } else {
+                            deny(UNRESOLVED, "Recursive deletion of a path that is known only when it runs")
+                        })
+                    }
+                }
+            }
+            if extra {
+                return Some(deny(
+                    UNRESOLVED,
+                    "Recursive deletion of paths that are known only when it runs",
+                ));
+            }
+            None
+        }
+        "find" => {
+            let deletes = lits().any(|w| w == "-delete");
+            if !deletes {
+                return None;
+            }
+            let starts: Vec<&Word> = args
+                .iter()
+                .take_while(|w| w.lit().is_none_or(|w| !w.starts_with('-') && w != "(" && w != "!"))
+                .collect();
+            let root = starts.iter().any(|w| match w {
+                Word::Lit(p) => top_level(p) || cd_away && relative_everything(p),
+                Word::Dyn(_) => true,
+            }) || (starts.is_empty() && cd_away);
+            root.then(|| {
+                deny(DANGEROUS, "Destructive file operation: find -delete on / or a top-level directory")
+            })
+        }
+        "dd" => {
+            let reads_device = lits().any(|w| w.starts_with("if=/dev/"));
+            let writes_disk = lits().any(|w| w.strip_prefix("of=").is_some_and(block_device))
+                || args.iter().any(|w| matches!(w, Word::Dyn(d) if d.without.starts_with("of=")));
+            (reads_device || writes_disk).then(|| deny(DANGEROUS, "Dangerous disk operation: dd if=/dev/"))
+        }
+        n if n.starts_with("mkfs")
+            || n == "mke2fs"
+            || n == "mkswap" && operands.iter().any(|w| w.lit().is_some_and(block_device)) =>
+        {
+            Some(deny(DANGEROUS, "Filesystem creation: mkfs"))
+        }
+        "shred" | "wipefs" | "blkdiscard" | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "sgdisk" | "gdisk"
+        | "tee" | "cp" | "mv" | "cat" | "badblocks" | "hdparm" | "pv" => {
+            let write_target: Vec<&Word> = match name {
+                "tee" => operands.clone(),
+                "cp" | "mv" | "cat" => {
+                    operands.last().copied().into_iter().filter(|_| name != "cat").collect()
+                }
+                _ => operands.clone(),
+            };
+            write_target
+                .iter()
+                .any(|w| w.lit().is_some_and(block_device))
+                .then(|| deny(DANGEROUS, "Dangerous disk operation: write to a block device"))
+        }
+        "chmod" | "chown" | "chgrp" => {
+            let recursive = flags.iter().any(|f| short(f, 'R') || *f == "--recursive");
+            let (mode, targets) = if name == "chmod" {
+                // The mode is the first operand (or a flag-like `-w`).
+                let mode = operands.first().and_then(|w| w.lit()).unwrap_or_default();
+                (mode, operands.get(1..).unwrap_or_default())
+            } else {
+                ("", operands.get(1..).unwrap_or_default())
+            };
+            let world_writable =
+                name == "chmod" && (world_writable(mode) || flags.iter().any(|f| world_writable(f)));
+            let top = targets.iter().any(|w| match w {
+                Word::Lit(p) => top_level(p),
+                Word::Dyn(d) => top_level(&d.without),
+            });
+            if world_writable && (recursive || top) {
+                return Some(deny(DANGEROUS, "Recursive world-writable permissions (chmod -R 777)"));
+            }
+            (recursive && top)
+                .then(|| deny(DANGEROUS, format!("Recursive {name} of / or a top-level directory")))
+        }
+        _ => None,
+    }
+}
+
+/// `*`, `.`, `./*`, `.*`: everything in the working directory.
+fn relative_everything(path: &str) -> bool {
+    matches!(path, "*" | "." | "./" | "./*" | ".*" | "*/" | "./.*")
+}
+
+/// A short flag cluster holding `letter` (`-rf` holds `r`).
+fn short(flag: &str, letter: char) -> bool {
+    flag.starts_with('-') && !flag.starts_with("--") && flag[1..].contains(letter)
+}
+
+/// The flags and the operands of a program's arguments (flags stop at
+/// `--`).
+fn split_flags(args: &[Word]) -> (Vec<&str>, Vec<&Word>) {
+    let mut flags = Vec::new();
+    let mut operands = Vec::new();
+    let mut done = false;
+    for arg in args {
+        match arg.lit() {
+            Some("--") if !done => done = true,
+            Some(w) if !done && w.starts_with('-') && w.len() > 1 => flags.push(w),
+            _ => operands.push(arg),
+        }
+    }
+    (flags, operands)
+}
+
+/// Whether a `chmod` mode lets everyone write: octal with the others'
+/// write bit (`777`, `0666`), or a symbolic clause giving `o` or `a` the
+/// `w` permission (`a+rwx`, `o=w`, `ugo+w`).
+fn world_writable(mode: &str) -> bool {
+    let mode = mode.trim_start_matches('-');
+    if !mode.is_empty() && mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return mode.as_bytes().last().is_some_and(|d| (d - b'0') & 2 != 0);
+    }
+    mode.split(',').any(|clause| {
+        let op = clause.find(['+', '=']);
+        let Some(op) = op else { return false };
+        let who = &clause[..op];
+        let perms = &clause[op + 1..];
+        (who.contains('o') || who.contains('a')) && perms.contains('w')
+    })
+}
