@@ -111,7 +111,7 @@ fn main() {
 /// slowest decision is what counts (the goal: under 50 ms).
 fn hostile(provider: &std::sync::Arc<dyn guardhost::GuardrailProvider>, filters: &[String]) {
     const MIB: usize = 1 << 20;
-    let under_cap = 60 << 10;
+    let under_cap = 16_000;
     let cases: Vec<(&str, &str, Value)> = vec![
         (
             "1 MiB command ($(( nesting)",
@@ -122,26 +122,26 @@ fn hostile(provider: &std::sync::Arc<dyn guardhost::GuardrailProvider>, filters:
         ("1 MiB path", "read_file", json!({"path": format!("/mnt/user-data/{}", "a/".repeat(MIB / 2))})),
         ("1 MiB URL", "web_fetch", json!({"url": format!("https://example.com/{}", "a".repeat(MIB))})),
         ("90 KB $(( (the old stall)", "bash", json!({"command": format!("echo {}", "$((".repeat(30_000))})),
-        ("60 KiB command list (a;)", "bash", json!({"command": "a;".repeat(under_cap / 2)})),
-        ("60 KiB pipeline (a|)", "bash", json!({"command": format!("{}a", "a|".repeat(under_cap / 2))})),
-        ("60 KiB words", "bash", json!({"command": format!("echo {}", "a ".repeat(under_cap / 2))})),
+        ("16 KB command list (a;)", "bash", json!({"command": "a;".repeat(under_cap / 2)})),
+        ("16 KB pipeline (a|)", "bash", json!({"command": format!("{}a", "a|".repeat(under_cap / 2))})),
+        ("16 KB words", "bash", json!({"command": format!("echo {}", "a ".repeat(under_cap / 2))})),
         (
-            "60 KiB quoted words",
+            "16 KB quoted words",
             "bash",
             json!({"command": format!("echo {}", "'a' \"b\" ".repeat(under_cap / 8))}),
         ),
         (
-            "60 KiB $(...) in a row",
+            "16 KB $(...) in a row",
             "bash",
             json!({"command": format!("echo {}", "$(id) ".repeat(under_cap / 6))}),
         ),
         (
-            "60 KiB here-document",
+            "16 KB here-document",
             "bash",
             json!({"command": format!("cat <<EOF\n{}EOF", "line $x\n".repeat(under_cap / 8))}),
         ),
         (
-            "60 KiB of $( without )",
+            "16 KB of $( without )",
             "bash",
             json!({"command": format!("echo {}", "$(".repeat(under_cap / 2))}),
         ),

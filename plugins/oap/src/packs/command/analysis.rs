@@ -364,6 +364,10 @@ fn program<'s>(name: &str, args: &'s [Word]) -> Program<'s> {
 pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
     expand(script)?;
     let downloads = holds(script, |c| effective(&c.words).name().is_some_and(is_downloader));
+    let decodes =
+        holds(script, |c| effective(&c.words).name().is_some_and(|n| DECODERS.contains(&n) && n != "printf"));
+    let unknown = holds(script, |c| effective(&c.words).inner().first().is_some_and(|w| w.lit().is_none()));
+    let mut pipes = Pipes::default();
     let cd_away = script.commands.iter().any(|c| {
         let e = effective(&c.words);
         matches!(e.name(), Some("cd" | "pushd"))
@@ -374,6 +378,9 @@ pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
             }
     });
     for (index, command) in script.commands.iter().enumerate() {
+        let (fed, _) = pipes.fed(&command.stages);
+        let (given, _, _) = gives(command, downloads[index], decodes[index], unknown[index]);
+        pipes.note(&command.stages, given, None, &[]);
         let e = effective(&command.words);
         let functions = &script.functions;
         // Unknown command words.
@@ -388,7 +395,7 @@ pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
                             "Command runs a program whose name is known only when it runs",
                         ));
                     }
-                    unknown_program(script, index, layer, dynamic, &downloads, cd_away)?;
+                    unknown_program(layer, dynamic, downloads[index] || fed.downloads, cd_away)?;
                     continue;
                 }
             };
@@ -407,13 +414,13 @@ pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
             }
         }
         if let Some(name) = e.name() {
-            interpreter(script, index, command, &e, name, &downloads)?;
-            if let Some(what) = dangerous(e.inner(), e.extra_arguments, cd_away) {
+            interpreter(command, &e, name, downloads[index], fed)?;
+            if let Some(what) = dangerous(e.inner(), cd_away) {
                 return Err(what);
             }
         } else if e.inner().is_empty() && e.layers.len() > 1 {
             // `sudo -i`: a shell reading standard input.
-            if producers(script, index).any(|p| downloads[p]) {
+            if fed.downloads {
                 return Err(deny(DANGEROUS, "Download-and-execute pattern detected"));
             }
         }
@@ -434,9 +441,20 @@ pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
 /// piped into a shell, `find -exec`, `xargs`, `watch`), until none is
 /// left; a command is visited once.
 fn expand(script: &mut Script) -> Result<(), Denial> {
+    let mut pipes = Pipes::default();
     let mut index = 0;
     while index < script.commands.len() {
         let command = &script.commands[index];
+        let (fed, innermost) = pipes.fed(&command.stages);
+        let fed_text =
+            innermost.map(|(t, _)| t).filter(|t| !fed.unwritten && !t.is_empty()).map(str::to_owned);
+        // What `xargs` appends: the paths `find` lists (each under one of
+        // its starting paths, the first being the starting path itself),
+        // else arguments nobody wrote.
+        let listed: Option<Vec<String>> =
+            innermost.map(|(_, r)| r).filter(|r| !fed.not_found && !r.is_empty()).map(<[String]>::to_vec);
+        let (given, printed, roots) = gives(command, false, false, false);
+        pipes.note(&command.stages, given, printed.as_deref(), &roots);
         let e = effective(&command.words);
         let mut code: Vec<String> = Vec::new();
         let mut synthetic: Vec<Vec<Word>> = Vec::new();
@@ -461,7 +479,10 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
             if words.is_empty() {
                 words.push(Word::Lit("echo".into()));
             }
-            words.push(Word::Dyn(Default::default()));
+            match &listed {
+                Some(roots) => words.extend(roots.iter().map(|r| Word::Lit(r.clone()))),
+                None => words.push(Word::Dyn(Default::default())),
+            }
             synthetic.push(words);
         }
         match e.name() {
@@ -497,7 +518,7 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
                                 ))
                             }
                         }
-                    } else if let Some(text) = printed(script, index) {
+                    } else if let Some(text) = fed_text {
                         code.push(text);
                     }
                 }
@@ -526,7 +547,7 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
                 via: Via::Code,
                 depth: depth + 1,
             };
-            script.commands.push(command);
+            script.push(command).map_err(unreadable)?;
         }
         index += 1;
     }
@@ -543,6 +564,14 @@ pub fn unreadable(why: Unreadable) -> Denial {
         Unreadable::TooDeep => deny(
             "oap.command_too_complex",
             format!("Command nests deeper than {} levels, the most that is checked", shell::MAX_NESTING),
+        ),
+        Unreadable::TooMuch => deny(
+            "oap.command_too_complex",
+            format!(
+                "Command runs more code than is checked ({} bytes, {} commands, the code it hands to shells included)",
+                shell::MAX_CODE_BYTES,
+                shell::MAX_COMMANDS
+            ),
         ),
         Unreadable::Syntax(_) => deny(
             "oap.command_unparsable",
@@ -607,52 +636,168 @@ fn holds(script: &Script, what: impl Fn(&Command) -> bool) -> Vec<bool> {
     found
 }
 
-/// The commands whose output reaches command `index`'s standard input
-/// through a pipe: those in an earlier stage of a pipeline it sits in.
-fn producers(script: &Script, index: usize) -> impl Iterator<Item = usize> + '_ {
-    let stages = &script.commands[index].stages;
-    script.commands.iter().enumerate().filter_map(move |(i, other)| {
-        let earlier = stages
-            .iter()
-            .any(|&(pipeline, stage)| other.stages.iter().any(|&(p, s)| p == pipeline && s < stage));
-        earlier.then_some(i)
-    })
+/// What reaches a command's standard input through pipes, from the
+/// earlier stages of the pipelines it sits in.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fed {
+    /// A download (a downloader, or a command holding one).
+    pub downloads: bool,
+    /// Decoded data (`base64 -d` ...).
+    pub decodes: bool,
+    /// The output of a program whose name is known only when it runs.
+    pub unknown: bool,
+    /// Output of anything but `echo` and `printf` of known words.
+    pub unwritten: bool,
+    /// Output of anything but `find` from known starting paths.
+    pub not_found: bool,
 }
 
-/// The text piped into command `index` when every earlier stage is an
-/// `echo` or `printf` of known words (`echo 'rm -rf /' | sh`).
-fn printed(script: &Script, index: usize) -> Option<String> {
-    let mut text = String::new();
-    let mut any = false;
-    for p in producers(script, index) {
-        let producer = &script.commands[p];
-        if producer.words.is_empty() {
-            continue;
-        }
-        let e = effective(&producer.words);
-        if !matches!(e.name(), Some("echo" | "printf")) {
-            return None;
-        }
-        let words: Option<Vec<&str>> = e.inner()[1..].iter().map(Word::lit).collect();
-        let words = words?;
-        let words: Vec<&str> =
-            words.into_iter().skip_while(|w| matches!(*w, "-n" | "-e" | "-E" | "-ne" | "-en")).collect();
-        text.push_str(&words.join(" "));
-        text.push('\n');
-        any = true;
+impl std::ops::BitOrAssign for Fed {
+    fn bitor_assign(&mut self, other: Fed) {
+        self.downloads |= other.downloads;
+        self.decodes |= other.decodes;
+        self.unknown |= other.unknown;
+        self.unwritten |= other.unwritten;
+        self.not_found |= other.not_found;
     }
-    any.then_some(text)
+}
+
+/// The pipelines' stages seen so far, noted in source order (a stage's
+/// commands come before the next stage's), so that what feeds a command is
+/// known in constant time per enclosing pipeline: linear in all.
+#[derive(Debug, Default)]
+struct Pipes {
+    /// Per pipeline: the stage being noted, what its earlier stages give,
+    /// what it gives so far, and the text the earlier stages print.
+    pipelines: Vec<PipeState>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct PipeState {
+    stage: u32,
+    before: Fed,
+    current: Fed,
+    printed_before: String,
+    printed_current: String,
+    roots_before: Vec<String>,
+    roots_current: Vec<String>,
+}
+
+impl Pipes {
+    fn state(&mut self, pipeline: u32) -> &mut PipeState {
+        let at = pipeline as usize;
+        if self.pipelines.len() <= at {
+            self.pipelines.resize(at + 1, PipeState::default());
+        }
+        &mut self.pipelines[at]
+    }
+
+    /// Moves pipeline `pipeline` on to `stage` if it is further.
+    fn advance(&mut self, pipeline: u32, stage: u32) {
+        let state = self.state(pipeline);
+        if stage > state.stage {
+            let current = std::mem::take(&mut state.current);
+            state.before |= current;
+            let printed = std::mem::take(&mut state.printed_current);
+            state.printed_before.push_str(&printed);
+            let roots = std::mem::take(&mut state.roots_current);
+            state.roots_before.extend(roots);
+            state.stage = stage;
+        }
+    }
+
+    /// What reaches a command at `stages`, with the text printed into its
+    /// innermost pipeline and the paths `find` lists into it.
+    fn fed(&mut self, stages: &[(u32, u32)]) -> (Fed, Option<(&str, &[String])>) {
+        let mut fed = Fed::default();
+        for &(pipeline, stage) in stages {
+            self.advance(pipeline, stage);
+            fed |= self.state(pipeline).before;
+        }
+        let innermost = stages.last().map(|&(p, _)| {
+            let state = &self.pipelines[p as usize];
+            (state.printed_before.as_str(), state.roots_before.as_slice())
+        });
+        (fed, innermost)
+    }
+
+    /// Notes what a command at `stages` gives the later stages.
+    fn note(&mut self, stages: &[(u32, u32)], gives: Fed, printed: Option<&str>, roots: &[String]) {
+        for &(pipeline, stage) in stages {
+            self.advance(pipeline, stage);
+            let state = self.state(pipeline);
+            if stage < state.stage {
+                // Code run by a command of an earlier stage, added later:
+                // it feeds every stage after its own.
+                state.before |= gives;
+            } else {
+                state.current |= gives;
+                if let Some(text) = printed {
+                    state.printed_current.push_str(text);
+                }
+                state.roots_current.extend(roots.iter().take(8).cloned());
+            }
+        }
+    }
+}
+
+/// The text `echo` or `printf` prints, when all its words are known.
+fn printed_by(words: &[Word]) -> Option<String> {
+    let e = effective(words);
+    if !matches!(e.name(), Some("echo" | "printf")) {
+        return None;
+    }
+    let words: Option<Vec<&str>> = e.inner()[1..].iter().map(Word::lit).collect();
+    let words: Vec<&str> =
+        words?.into_iter().skip_while(|w| matches!(*w, "-n" | "-e" | "-E" | "-ne" | "-en")).collect();
+    let mut text = words.join(" ");
+    text.push('\n');
+    Some(text)
+}
+
+/// The starting paths of a `find`, when all are known (`.` when it names
+/// none).
+fn found_by(words: &[Word]) -> Option<Vec<String>> {
+    let e = effective(words);
+    if e.name() != Some("find") {
+        return None;
+    }
+    let starts: Option<Vec<String>> = e.inner()[1..]
+        .iter()
+        .take_while(|w| w.lit().is_none_or(|w| !w.starts_with('-') && w != "(" && w != "!"))
+        .map(|w| w.lit().map(str::to_owned))
+        .collect();
+    starts.map(|s| if s.is_empty() { vec![".".to_owned()] } else { s })
+}
+
+/// What a command gives the later stages of its pipelines, from what it
+/// and the commands it holds are: what it feeds, the text it prints, the
+/// paths it lists.
+fn gives(
+    command: &Command,
+    downloads: bool,
+    decodes: bool,
+    unknown: bool,
+) -> (Fed, Option<String>, Vec<String>) {
+    let odd = downloads || decodes || unknown;
+    if command.words.is_empty() {
+        let fed = Fed { downloads, decodes, unknown, unwritten: odd, not_found: odd };
+        return (fed, None, Vec::new());
+    }
+    let printed = printed_by(&command.words);
+    let roots = found_by(&command.words);
+    let fed = Fed { downloads, decodes, unknown, unwritten: printed.is_none(), not_found: roots.is_none() };
+    (fed, printed, roots.unwrap_or_default())
 }
 
 /// The checks on an interpreter (a shell, `source`, Python ...): it must
 /// not run downloaded, decoded or unknown code.
 fn interpreter(
-    script: &Script,
-    index: usize,
     command: &Command,
     e: &Effective<'_>,
     name: &str,
-    downloads: &[bool],
+    downloads: bool,
+    fed: Fed,
 ) -> Result<(), Denial> {
     let sources = matches!(name, "source" | "." | "eval");
     if !is_interpreter(name) && !sources {
@@ -661,7 +806,7 @@ fn interpreter(
     let download_and_run = || deny(DANGEROUS, "Download-and-execute pattern detected");
     // Code from a substitution or process substitution in its arguments,
     // its here-string or its redirections.
-    if downloads[index] {
+    if downloads {
         return Err(download_and_run());
     }
     let shell_like = is_shell(name) || sources;
@@ -685,29 +830,17 @@ fn interpreter(
     if from_substitution {
         return Err(deny(UNRESOLVED, format!("Command runs '{name}' on code from a substitution")));
     }
-    for p in producers(script, index) {
-        if downloads[p] {
-            return Err(download_and_run());
-        }
-        let producer = effective(&script.commands[p].words);
-        match producer.inner().first() {
-            None => {}
-            Some(Word::Dyn(_)) => {
-                return Err(deny(
-                    UNRESOLVED,
-                    format!("Command pipes the output of an unknown program into '{name}'"),
-                ))
-            }
-            Some(Word::Lit(_)) => {
-                let producer_name = producer.name().unwrap_or_default();
-                if DECODERS.contains(&producer_name) && producer_name != "printf" {
-                    return Err(deny(
-                        DANGEROUS,
-                        format!("Decoded data piped into an interpreter ('{name}')"),
-                    ));
-                }
-            }
-        }
+    if fed.downloads {
+        return Err(download_and_run());
+    }
+    if fed.unknown {
+        return Err(deny(
+            UNRESOLVED,
+            format!("Command pipes the output of an unknown program into '{name}'"),
+        ));
+    }
+    if fed.decodes {
+        return Err(deny(DANGEROUS, format!("Decoded data piped into an interpreter ('{name}')")));
     }
     Ok(())
 }
@@ -716,11 +849,9 @@ fn interpreter(
 /// `rm${IFS}-rf`), under `*`: denied when it feeds or wraps an interpreter
 /// or looks like a dangerous operation.
 fn unknown_program(
-    script: &Script,
-    index: usize,
     words: &[Word],
     dynamic: &shell::Dynamic,
-    downloads: &[bool],
+    downloads: bool,
     cd_away: bool,
 ) -> Result<(), Denial> {
     let unknown = || {
@@ -736,7 +867,7 @@ fn unknown_program(
         if is_interpreter(name) || is_downloader(name) || matches!(name, "eval" | "source" | ".") {
             return Err(unknown());
         }
-        if dangerous(&split, false, cd_away).is_some() {
+        if dangerous(&split, cd_away).is_some() {
             return Err(unknown());
         }
     }
@@ -744,12 +875,12 @@ fn unknown_program(
     for program in ["rm", "chmod", "chown", "chgrp", "dd", "find", "shred", "tee", "cp"] {
         let mut as_program = vec![Word::Lit(program.into())];
         as_program.extend(words[1..].iter().cloned());
-        if dangerous(&as_program, false, cd_away).is_some() {
+        if dangerous(&as_program, cd_away).is_some() {
             return Err(unknown());
         }
     }
     // It wraps a download, or is fed one, or feeds an interpreter.
-    if downloads[index] || producers(script, index).any(|p| downloads[p]) {
+    if downloads {
         return Err(unknown());
     }
     Ok(())
@@ -805,10 +936,9 @@ pub fn block_device(path: &str) -> bool {
 /// recursive deletion of `/`, a top-level directory or the home directory
 /// (or of what is known only when it runs); disk writes and filesystem
 /// creation; recursive or root-wide world-writable modes and recursive
-/// owner changes of top-level directories. `extra` says the program gets
-/// arguments nobody wrote (`xargs`); `cd_away` that the command changes to
-/// a directory that is top-level or unknown.
-pub fn dangerous(words: &[Word], extra: bool, cd_away: bool) -> Option<Denial> {
+/// owner changes of top-level directories. `cd_away` says the command
+/// changes to a directory that is top-level or unknown.
+pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Denial> {
     let name = basename(words.first()?.lit()?);
     let args = &words[1..];
     let lits = || args.iter().filter_map(Word::lit);
@@ -839,12 +969,6 @@ pub fn dangerous(words: &[Word], extra: bool, cd_away: bool) -> Option<Denial> {
                         })
                     }
                 }
-            }
-            if extra {
-                return Some(deny(
-                    UNRESOLVED,
-                    "Recursive deletion of paths that are known only when it runs",
-                ));
             }
             None
         }

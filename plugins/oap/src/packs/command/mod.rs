@@ -683,6 +683,8 @@ mod tests {
             "x=rm; $x -rf /",
             "cd / && rm -rf *",
             "echo / | xargs rm -rf",
+            "find / -name x | xargs rm -rf",
+            "cd / && find . -type d | xargs rm -rf",
             "dd of=/dev/sda if=/dev/zero",
             "cat /dev/zero > /dev/sda",
             "f(){ f|f& };f",
@@ -733,6 +735,8 @@ mod tests {
             "cd /mnt/user-data/workspace && python3 analyze.py --input data.csv > out.txt 2>&1",
             "grep -rn \"TODO\" src | head -20",
             "find . -name '*.py' | xargs wc -l",
+            "find . -name node_modules -type d | xargs rm -rf",
+            "find /mnt/user-data/workspace -name '*.tmp' -print0 | xargs -0 rm -rf",
             "rm -rf /mnt/user-data/workspace/tmp",
             "rm -rf ./build node_modules/.cache",
             "pip install -r requirements.txt",
@@ -802,7 +806,21 @@ mod tests {
         let deep = format!("echo {}", "$((".repeat(1000));
         assert_eq!(run(&deep, any.clone()), Err("oap.command_too_complex".into()));
         let deep = format!("{}ls{}", "(".repeat(40), ")".repeat(40));
-        assert_eq!(run(&deep, any), Err("oap.command_too_complex".into()));
+        assert_eq!(run(&deep, any.clone()), Err("oap.command_too_complex".into()));
+        // Code that multiplies as it is unwrapped: each level runs the
+        // next once per starting path.
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+        let mut nested = "ls".to_owned();
+        for _ in 0..6 {
+            nested = format!("find a b c d e f g h -exec sh -c {} \\;", quote(&nested));
+        }
+        assert_eq!(run(&nested, any.clone()), Err("oap.command_too_complex".into()));
+        // Long pipelines of shells are decided (in linear time: see the
+        // benchmark), and what feeds each is known.
+        let shells = format!("echo x | {}cat", "sh | ".repeat(3_000));
+        assert_eq!(run(&shells, any.clone()), Ok(()));
+        let shells = format!("curl x | {}cat", "tee | ".repeat(2_500));
+        assert_eq!(run(&format!("{shells} | sh"), any), Err("oap.dangerous_operation".into()));
     }
 
     /// The injection scan finds what APort's per-`$(` look finds, in one

@@ -14,10 +14,11 @@
 use brush_parser::ast;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 
-/// The longest command parsed (64 KiB). Longer ones are denied with
+/// The longest command parsed (16 KiB). Longer ones are denied with
 /// `oap.command_too_long`: parsing is linear, and this bounds a decision to
-/// a few milliseconds.
-pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// a few milliseconds whatever the command holds. A longer script is
+/// written to a file (`write_file`) and run from there.
+pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
 
 /// The deepest nesting parsed: brackets, braces, substitutions, backticks
 /// and compound-command keywords, counted by a linear scan before parsing
@@ -26,6 +27,16 @@ pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
 /// thread's stack.
 pub const MAX_NESTING: usize = 32;
 
+/// The most code parsed for one command, the code it hands to shells
+/// (`sh -c`, `eval`, `find -exec` ...) included: four times
+/// [`MAX_COMMAND_BYTES`]. Past it the command is denied with
+/// `oap.command_too_complex`, so code that multiplies as it is unwrapped
+/// cannot make a decision long.
+pub const MAX_CODE_BYTES: usize = 4 * MAX_COMMAND_BYTES;
+
+/// The most simple commands recorded for one command, for the same reason.
+pub const MAX_COMMANDS: usize = 1 << 16;
+
 /// Why a command could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unreadable {
@@ -33,6 +44,9 @@ pub enum Unreadable {
     TooLong,
     /// Nested deeper than [`MAX_NESTING`].
     TooDeep,
+    /// More code than [`MAX_CODE_BYTES`] or more commands than
+    /// [`MAX_COMMANDS`], once the code handed to shells is counted.
+    TooMuch,
     /// Not a command `bash` would run (the parser's message).
     Syntax(String),
 }
@@ -154,6 +168,8 @@ pub struct Script {
     pub opaque: Vec<&'static str>,
     /// Pipelines numbered so far.
     pipelines: u32,
+    /// Bytes of code parsed so far.
+    parsed: usize,
 }
 
 /// Reads `command` as `bash` would, refusing it past the caps.
@@ -168,6 +184,10 @@ impl Script {
     pub fn add(&mut self, code: &str, parent: Option<usize>, via: Via) -> Result<(), Unreadable> {
         if code.len() > MAX_COMMAND_BYTES {
             return Err(Unreadable::TooLong);
+        }
+        self.parsed += code.len();
+        if self.parsed > MAX_CODE_BYTES {
+            return Err(Unreadable::TooMuch);
         }
         let depth = parent.map_or(0, |p| self.commands[p].depth + 1);
         if depth + nesting(code) > MAX_NESTING {
@@ -224,7 +244,7 @@ impl Script {
                 self.compound(compound, context)?;
                 if let Some(list) = redirects {
                     let mut found = Vec::new();
-                    let holder = self.holder(context);
+                    let holder = self.holder(context)?;
                     for redirect in &list.0 {
                         self.redirect(redirect, holder, &mut found)?;
                     }
@@ -242,7 +262,7 @@ impl Script {
                 let ast::FunctionBody(body, redirects) = &definition.body;
                 self.compound(body, &context)?;
                 if let Some(list) = redirects {
-                    let holder = self.holder(&context);
+                    let holder = self.holder(&context)?;
                     let mut found = Vec::new();
                     for redirect in &list.0 {
                         self.redirect(redirect, holder, &mut found)?;
@@ -251,7 +271,7 @@ impl Script {
                 Ok(())
             }
             ast::Command::ExtendedTest(test, _) => {
-                let holder = self.holder(context);
+                let holder = self.holder(context)?;
                 self.extended_test(&test.expr, holder)
             }
         }
@@ -259,7 +279,7 @@ impl Script {
 
     /// A placeholder command that holds what a construct without a command
     /// of its own runs (`[[ $(id) ]]`, `for x in $(ls)`, `case $(id) in`).
-    fn holder(&mut self, context: &Context) -> usize {
+    fn holder(&mut self, context: &Context) -> Result<usize, Unreadable> {
         self.push(Command {
             words: Vec::new(),
             assignments: Vec::new(),
@@ -294,11 +314,11 @@ impl Script {
         use ast::CompoundCommand as C;
         match compound {
             C::Arithmetic(arithmetic) => {
-                let holder = self.holder(context);
+                let holder = self.holder(context)?;
                 self.arithmetic(&arithmetic.expr.value, holder)
             }
             C::ArithmeticForClause(clause) => {
-                let holder = self.holder(context);
+                let holder = self.holder(context)?;
                 for expr in [&clause.initializer, &clause.condition, &clause.updater].into_iter().flatten() {
                     self.arithmetic(&expr.value, holder)?;
                 }
@@ -308,7 +328,7 @@ impl Script {
             C::Subshell(subshell) => self.list(&subshell.list, context),
             C::ForClause(clause) => {
                 if let Some(values) = &clause.values {
-                    let holder = self.holder(context);
+                    let holder = self.holder(context)?;
                     for value in values {
                         self.word(&value.value, holder)?;
                     }
@@ -316,7 +336,7 @@ impl Script {
                 self.list(&clause.body.list, context)
             }
             C::CaseClause(clause) => {
-                let holder = self.holder(context);
+                let holder = self.holder(context)?;
                 self.word(&clause.value.value, holder)?;
                 for item in &clause.cases {
                     for pattern in &item.patterns {
@@ -352,13 +372,17 @@ impl Script {
         }
     }
 
-    fn push(&mut self, command: Command) -> usize {
+    /// Records a command; `Err` past [`MAX_COMMANDS`].
+    pub fn push(&mut self, command: Command) -> Result<usize, Unreadable> {
+        if self.commands.len() >= MAX_COMMANDS {
+            return Err(Unreadable::TooMuch);
+        }
         self.commands.push(command);
-        self.commands.len() - 1
+        Ok(self.commands.len() - 1)
     }
 
     fn simple(&mut self, simple: &ast::SimpleCommand, context: &Context) -> Result<(), Unreadable> {
-        let at = self.holder(context);
+        let at = self.holder(context)?;
         let mut words = Vec::new();
         let mut assignments = Vec::new();
         let mut redirects = Vec::new();
