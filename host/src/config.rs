@@ -12,8 +12,19 @@ use crate::yaml;
 /// `--config` is given).
 pub const DEFAULT_CONFIG_YAML: &str = include_str!("default-config.yaml");
 
-/// The keys the `guardrails:` section may hold.
+/// The keys of DeerFlow's `guardrails:` section: a file whose top level
+/// holds one of them (and no `guardrails:` key) is the section itself.
 const SECTION_KEYS: [&str; 4] = ["enabled", "fail_closed", "passport", "provider"];
+
+/// Every key the section may hold: found at the top level next to a
+/// `guardrails:` key, one of these was meant to be indented under it.
+const ALL_SECTION_KEYS: [&str; 6] =
+    ["enabled", "fail_closed", "passport", "provider", "mode", "decision_log"];
+
+/// The environment variable that makes a config installing no guardrail an
+/// error, as `--require-guardrail` does: `1` or `true` (any case) to
+/// require one, `0` or `false` not to; anything else is an error.
+pub const REQUIRE_GUARDRAIL_VAR: &str = "GUARDHOST_REQUIRE_GUARDRAIL";
 
 /// The `guardrails:` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -323,6 +334,55 @@ pub enum ConfigError {
         /// The JSON type found.
         found: &'static str,
     },
+    /// The file holds no YAML at all (empty, or only comments): almost
+    /// surely a mistake, and read as it is it would install no guardrail.
+    #[error("{origin}: the config is empty (no YAML in it, or only comments), so it would install no guardrail; write a `guardrails:` section with `enabled: true` and a `provider:` (config.example.yaml shows one), or leave the config out to use the embedded default")]
+    Empty {
+        /// The file.
+        origin: String,
+    },
+    /// `guardrails:` holds something other than a mapping: nothing under
+    /// it (null), a list or a scalar. DeerFlow refuses it at start-up.
+    #[error("{origin}: `guardrails` must be a mapping of the section's keys (enabled, fail_closed, passport, provider ...), found {found}; as it is no guardrail would be installed (DeerFlow refuses it too). Indent the keys under it: `guardrails:` then `  enabled: true` and `  provider:` with its `use:` on the lines below")]
+    SectionNotAMapping {
+        /// The file.
+        origin: String,
+        /// What was found instead (`null (nothing under it)`, `a list` ...).
+        found: String,
+    },
+    /// Keys of the section at the top level of a file that has a
+    /// `guardrails:` key: meant to be indented under it.
+    #[error("{origin}: {keys} belong in the `guardrails:` section but are at the top level of the file, next to `guardrails:`{empty}; as written the guardrail would not see them. Indent them under `guardrails:`")]
+    MisplacedKeys {
+        /// The file.
+        origin: String,
+        /// The keys, each in backquotes, comma-separated.
+        keys: String,
+        /// `" (which has nothing under it)"` when the section is null.
+        empty: &'static str,
+    },
+    /// No `guardrails:` section, but a top-level key that looks like a
+    /// misspelling of it: the guardrail would be silently left out.
+    #[error("{origin}: the file has no `guardrails:` section, but a top-level key `{key}`: did you mean `guardrails`? As written no guardrail would be installed; rename the key to `guardrails`")]
+    MisspelledSection {
+        /// The file.
+        origin: String,
+        /// The key found.
+        key: String,
+    },
+    /// A guardrail is required (`--require-guardrail`,
+    /// [`REQUIRE_GUARDRAIL_VAR`]) and the config installs none.
+    #[error("{origin}: installs no guardrail ({why}), and a guardrail is required (--require-guardrail or {REQUIRE_GUARDRAIL_VAR}=1), so every tool call would run unchecked; set `enabled: true` and a `provider:` in the `guardrails:` section, or drop the requirement to run without a guardrail")]
+    Unguarded {
+        /// The file, or "embedded default config".
+        origin: String,
+        /// Why none is installed ([`LoadedConfig::unguarded_reason`]).
+        why: &'static str,
+    },
+    /// [`REQUIRE_GUARDRAIL_VAR`] is set to something else than `1`, `0`,
+    /// `true` or `false`.
+    #[error("the environment variable {REQUIRE_GUARDRAIL_VAR} must be 1 or true (require a guardrail) or 0 or false (do not), but it is set to something else; fix or unset it")]
+    RequireGuardrailVar,
     /// A key or value in the section is wrong.
     #[error("{origin}: invalid `guardrails` section: {message}")]
     Section {
@@ -379,6 +439,37 @@ impl LoadedConfig {
             .expect("the embedded default config is valid")
     }
 
+    /// Why this config installs no guardrail (`None` when it installs one):
+    /// the file has no section, `enabled` is false, or no provider is set.
+    pub fn unguarded_reason(&self) -> Option<&'static str> {
+        if self.guardrails.is_active() {
+            None
+        } else if !self.section_found {
+            Some("the file has no `guardrails:` section")
+        } else if !self.guardrails.enabled {
+            Some("`enabled` is false")
+        } else {
+            Some("no `provider` is set")
+        }
+    }
+
+    /// Where the config came from, as errors name it.
+    pub fn origin_name(&self) -> String {
+        match &self.origin {
+            ConfigOrigin::Embedded => "embedded default config".to_owned(),
+            ConfigOrigin::File(p) => p.display().to_string(),
+        }
+    }
+
+    /// [`ConfigError::Unguarded`] when this config installs no guardrail:
+    /// what `--require-guardrail` checks.
+    pub fn require_guardrail(&self) -> Result<(), ConfigError> {
+        match self.unguarded_reason() {
+            None => Ok(()),
+            Some(why) => Err(ConfigError::Unguarded { origin: self.origin_name(), why }),
+        }
+    }
+
     /// Parses config text; `lookup` resolves `$ENV_VAR` references.
     pub fn from_yaml(
         text: &str,
@@ -393,15 +484,21 @@ impl LoadedConfig {
         let document =
             yaml::parse(text).map_err(|source| ConfigError::Yaml { origin: name.clone(), source })?;
         let (section, section_found) = match document {
-            Value::Null => (Value::Object(Map::new()), false),
-            Value::Object(mut top) => match top.remove("guardrails") {
-                Some(Value::Null) => (Value::Object(Map::new()), true),
-                Some(section) => (section, true),
-                None if top.keys().any(|k| SECTION_KEYS.contains(&k.as_str())) => (Value::Object(top), true),
-                None => (Value::Object(Map::new()), false),
-            },
+            Value::Null => return Err(ConfigError::Empty { origin: name }),
+            Value::Object(top) => section_of(top, &name)?,
             other => return Err(ConfigError::NotAMapping { origin: name, found: json_type(&other) }),
         };
+        // DeerFlow takes `provider: null` for no provider; here it is an
+        // error, since a section that names `provider` means to have one.
+        if section.get("provider").is_some_and(Value::is_null) {
+            return Err(ConfigError::Section {
+                origin: name,
+                message: "`provider` is empty (null): give it `use: path/to/libfoo.so:Symbol` (or `use: \
+                          builtin:AllowlistProvider`) on an indented line below, or remove the `provider` key \
+                          and set `enabled: false` to run without a guardrail"
+                    .into(),
+            });
+        }
         // DeerFlow resolves `$NAME` in every string of the application config
         // before its schema reads the section, so `enabled: $FLAG` and
         // `passport: $PASSPORT` work as well as secrets in `provider.config`.
@@ -420,6 +517,90 @@ impl LoadedConfig {
             *passport = passport_from(passport, &base_dir);
         }
         Ok(LoadedConfig { guardrails, base_dir, origin, section_found })
+    }
+}
+
+/// The section of a document whose top level is `top`, and whether the
+/// file has one: its `guardrails:` mapping, or `top` itself when it holds
+/// the section's keys. A `guardrails:` key that is not a mapping, section
+/// keys beside it, and a misspelled `guardrails` key are refused.
+fn section_of(mut top: Map<String, Value>, origin: &str) -> Result<(Value, bool), ConfigError> {
+    let misplaced: Vec<String> =
+        ALL_SECTION_KEYS.iter().filter(|k| top.contains_key(**k)).map(|k| format!("`{k}`")).collect();
+    match top.remove("guardrails") {
+        Some(section) if !misplaced.is_empty() => Err(ConfigError::MisplacedKeys {
+            origin: origin.to_owned(),
+            keys: misplaced.join(", "),
+            empty: if section.is_null() { " (which has nothing under it)" } else { "" },
+        }),
+        Some(section @ Value::Object(_)) => Ok((section, true)),
+        Some(other) => Err(ConfigError::SectionNotAMapping {
+            origin: origin.to_owned(),
+            found: match other {
+                Value::Null => "nothing under it (null)".to_owned(),
+                other => json_type(&other).to_owned(),
+            },
+        }),
+        None if top.keys().any(|k| SECTION_KEYS.contains(&k.as_str())) => Ok((Value::Object(top), true)),
+        None => match top.keys().find(|k| looks_like_guardrails(k)) {
+            Some(key) => Err(ConfigError::MisspelledSection { origin: origin.to_owned(), key: key.clone() }),
+            None => Ok((Value::Object(Map::new()), false)),
+        },
+    }
+}
+
+/// Whether a top-level key looks like a misspelling of `guardrails`: at
+/// most two edits from it (an insertion, deletion, substitution or swap of
+/// two neighbours each), case aside.
+fn looks_like_guardrails(key: &str) -> bool {
+    const SECTION: &str = "guardrails";
+    // A key much longer or shorter cannot be two edits away.
+    if key == SECTION || key.len() > SECTION.len() + 8 {
+        return false;
+    }
+    edit_distance(&key.to_lowercase(), SECTION) <= 2
+}
+
+/// The optimal string alignment distance between `a` and `b`: insertions,
+/// deletions, substitutions and swaps of two adjacent characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j] + 1).min(rows[i][j - 1] + 1).min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+/// Whether a guardrail is required by the environment
+/// ([`REQUIRE_GUARDRAIL_VAR`]): `false` when it is unset.
+pub fn require_guardrail_from_env() -> Result<bool, ConfigError> {
+    match std::env::var_os(REQUIRE_GUARDRAIL_VAR) {
+        None => Ok(false),
+        Some(value) => parse_require(value.to_str()),
+    }
+}
+
+/// [`REQUIRE_GUARDRAIL_VAR`]'s value read: `1`/`true` or `0`/`false`.
+fn parse_require(value: Option<&str>) -> Result<bool, ConfigError> {
+    match value.map(str::to_ascii_lowercase).as_deref() {
+        Some("1" | "true") => Ok(true),
+        Some("0" | "false") => Ok(false),
+        _ => Err(ConfigError::RequireGuardrailVar),
     }
 }
 

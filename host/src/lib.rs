@@ -95,8 +95,9 @@ pub use audit::{
     MemoryAuditSink,
 };
 pub use config::{
-    provider_config_from_path, provider_config_from_yaml, ConfigError, ConfigOrigin, GuardrailsConfig,
-    Isolation, LoadedConfig, Mode, ProviderSpec, Transport, ALLOW_INSECURE_CONFIG_VAR,
+    provider_config_from_path, provider_config_from_yaml, require_guardrail_from_env, ConfigError,
+    ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode, ProviderSpec, Transport,
+    ALLOW_INSECURE_CONFIG_VAR, REQUIRE_GUARDRAIL_VAR,
 };
 pub use instantiate::{
     instantiate, locate, AbiKind, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,

@@ -82,6 +82,28 @@ def test_disabled_or_providerless_configs_install_nothing(tmp_path):
     assert guardhost.load(write(tmp_path, "models: []\n")) is None
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("guardrails:\n", "`guardrails` must be a mapping of the section's keys .*found nothing under it"),
+        ("guardrails: []\n", "found a list"),
+        ("", "the config is empty"),
+        ("guardrails:\n  enabled: true\n  provider: null\n", "`provider` is empty"),
+        ("guardrail:\n  enabled: true\n", "a top-level key `guardrail`: did you mean `guardrails`"),
+        ("guardrails:\nenabled: true\nprovider: {use: builtin:AllowlistProvider}\n", "`enabled`, `provider` belong in the `guardrails:` section"),
+    ],
+)
+def test_a_broken_config_raises_instead_of_leaving_the_guardrail_out(tmp_path, text, expected):
+    with pytest.raises(guardhost.ConfigError, match=expected):
+        guardhost.load(write(tmp_path, text))
+
+
+def test_a_guardrails_key_that_is_not_a_mapping_raises_from_a_dict_too():
+    for section in (None, [], "on"):
+        with pytest.raises(guardhost.ConfigError, match="`guardrails` must be a mapping"):
+            guardhost.load({"guardrails": section})
+
+
 def test_decide_on_the_async_path_and_fail_open(test_so):
     guardrail = guardhost.load({"enabled": True, "fail_closed": False, "provider": {"use": test_so("ErroringProvider")}})
     decision = guardrail.decide("bash", asynchronous=True)

@@ -63,6 +63,17 @@ struct Args {
     /// Threads of the async runtime (default: one per CPU).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Refuse to start (exit 2) when the config installs no guardrail
+    /// (`enabled: false`, no provider, or no `guardrails:` section). The
+    /// environment variable GUARDHOST_REQUIRE_GUARDRAIL=1 (or true) does
+    /// the same.
+    #[arg(long, conflicts_with = "allow_unguarded")]
+    require_guardrail: bool,
+    /// Serve even when the config installs no guardrail, every call allowed
+    /// undecided, and say ready (/readyz 200). Without it /readyz answers
+    /// 503 `unguarded` then, so a rollout of such a config does not pass.
+    #[arg(long)]
+    allow_unguarded: bool,
 }
 
 const AFTER_HELP: &str = "\
@@ -72,7 +83,10 @@ Routes: POST /v1/decide (one tool call, the shape of a `guardhost run` line:
 {\"decisions\": [...]} in order; GET /healthz, /readyz, /metrics (Prometheus),
 /openapi.json.
 Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT), 2 when the config,
-the provider or the listener cannot be set up.
+the provider or the listener cannot be set up, or when a guardrail is required
+(--require-guardrail, GUARDHOST_REQUIRE_GUARDRAIL=1) and the config installs
+none. Without a guardrail /readyz answers 503 `unguarded` unless
+--allow-unguarded is given.
 Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`).";
 
 fn main() -> ExitCode {
@@ -95,6 +109,15 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
+    let require =
+        guardhost::require_guardrail_from_env().map_err(|e| e.to_string())? || args.require_guardrail;
+    if require && args.allow_unguarded {
+        return Err(format!(
+            "--allow-unguarded serves without a guardrail, but {}=1 in the environment requires one; drop one of \
+             the two",
+            guardhost::REQUIRE_GUARDRAIL_VAR
+        ));
+    }
     let token = match &args.token_env {
         Some(name) => match std::env::var(name) {
             Ok(token) if !token.is_empty() => {
@@ -129,10 +152,17 @@ fn run(args: Args) -> Result<(), String> {
         max_connections: args.max_connections,
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         drain_timeout: Duration::from_millis(args.drain_timeout_ms),
+        allow_unguarded: args.allow_unguarded,
     };
+    let mut warning = None;
     let source = match (&args.config, args.watch) {
         (Some(path), true) => {
             let reloader = Arc::new(Reloader::open(path).map_err(|e| e.to_string())?);
+            if reloader.current().is_none() {
+                // Loaded again to say why (a reload never takes a guardrail away).
+                let config = LoadedConfig::from_path(path).map_err(|e| e.to_string())?;
+                warning = unguarded(&config, require)?;
+            }
             Arc::clone(&reloader)
                 .watch(WATCH_INTERVAL)
                 .map_err(|e| format!("cannot start the config watcher: {e}"))?;
@@ -143,6 +173,7 @@ fn run(args: Args) -> Result<(), String> {
                 Some(path) => LoadedConfig::from_path(path).map_err(|e| e.to_string())?,
                 None => LoadedConfig::embedded_default(),
             };
+            warning = unguarded(&config, require)?;
             Source::Fixed(install(&config).map_err(|e| e.to_string())?.map(Arc::new))
         }
     };
@@ -158,10 +189,28 @@ fn run(args: Args) -> Result<(), String> {
             source.current().map_or("none (every call allowed)".to_owned(), |g| g.info.name.clone());
         // The one line a supervisor or a test reads to learn the address.
         eprintln!("guardhost-server: listening on {} (provider: {provider})", server.local());
+        if let Some(warning) = warning {
+            tracing::warn!("{warning}");
+        }
         server.run(signals(source)).await;
         eprintln!("guardhost-server: stopped");
         Ok(())
     })
+}
+
+/// With `require`, refuses a config that installs no guardrail; without,
+/// the warning to log once the server listens (its first line says where).
+fn unguarded(config: &LoadedConfig, require: bool) -> Result<Option<String>, String> {
+    if require {
+        config.require_guardrail().map_err(|e| e.to_string())?;
+    }
+    Ok(config.unguarded_reason().map(|why| {
+        format!(
+            "{}: no guardrail is installed ({why}): every call will be allowed undecided (/readyz answers 503 \
+             `unguarded` unless the server was started with --allow-unguarded)",
+            config.origin_name()
+        )
+    }))
 }
 
 /// Completes at SIGTERM or SIGINT; reloads at SIGHUP meanwhile.

@@ -49,6 +49,9 @@ pub struct Options {
     pub request_timeout: Duration,
     /// How long a shutdown waits for the requests in flight.
     pub drain_timeout: Duration,
+    /// Whether `/readyz` answers 200 while no guardrail is installed (every
+    /// call allowed undecided); by default it answers 503 `unguarded`.
+    pub allow_unguarded: bool,
 }
 
 impl std::fmt::Debug for Options {
@@ -62,6 +65,7 @@ impl std::fmt::Debug for Options {
             .field("max_connections", &self.max_connections)
             .field("request_timeout", &self.request_timeout)
             .field("drain_timeout", &self.drain_timeout)
+            .field("allow_unguarded", &self.allow_unguarded)
             .finish()
     }
 }
@@ -76,6 +80,7 @@ impl Default for Options {
             max_connections: 1024,
             request_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(30),
+            allow_unguarded: false,
         }
     }
 }

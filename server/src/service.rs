@@ -152,14 +152,25 @@ impl Service {
         }
     }
 
+    /// `/readyz`: 503 while draining, and while no guardrail is installed
+    /// (every call would be allowed undecided) unless the operator started
+    /// the server with `--allow-unguarded`.
     fn readiness(&self) -> Reply {
         let provider = self.source.current().map(|guardrail| guardrail.info.name.clone());
-        let (status, text) = if self.is_draining() {
-            (StatusCode::SERVICE_UNAVAILABLE, "draining")
+        let (status, body) = if self.is_draining() {
+            (StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({"status": "draining", "provider": provider}))
+        } else if provider.is_none() && !self.options.allow_unguarded {
+            let message = "no guardrail is installed, so every call would be allowed undecided; fix the \
+                           config (`enabled: true` and a `provider:` in its `guardrails:` section), or start \
+                           the server with --allow-unguarded to serve without one";
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"status": "unguarded", "provider": provider, "message": message}),
+            )
         } else {
-            (StatusCode::OK, "ready")
+            (StatusCode::OK, serde_json::json!({"status": "ready", "provider": provider}))
         };
-        json(status, serde_json::json!({"status": text, "provider": provider}).to_string().into_bytes())
+        json(status, body.to_string().into_bytes())
     }
 
     /// The bearer token, when one is set, compared in constant time.

@@ -2,8 +2,9 @@
 //! stay true: every option they give `guardhost-server` is one it has, the
 //! probes ask `/readyz` and `/healthz` on the port it listens on, the
 //! token comes from a secret through the variable `--token-env` names, the
-//! grace period outlasts the drain, and each ConfigMap's `config.yaml` is
-//! a `guardrails:` section guardhost reads.
+//! grace period outlasts the drain, a config that installs no guardrail
+//! stops the start (`--require-guardrail`), and each ConfigMap's
+//! `config.yaml` is a `guardrails:` section guardhost reads.
 
 use std::path::Path;
 
@@ -37,7 +38,7 @@ fn check(file: &str) {
             |_| None,
         )
         .unwrap_or_else(|e| panic!("{file}: {e}"));
-        assert!(loaded.guardrails.is_active(), "{file}");
+        loaded.require_guardrail().unwrap_or_else(|e| panic!("{file}: {e}"));
     }
     let deployments: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Deployment").collect();
     assert_eq!(deployments.len(), 1, "{file}");
@@ -49,6 +50,7 @@ fn check(file: &str) {
         .unwrap_or_else(|| panic!("{file}: no guardhost container"));
     let args: Vec<&str> =
         guardhost["args"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.contains(&"--require-guardrail"), "{file}: a broken config must not start as allow-all");
     let mut port = None;
     let mut drain_ms = 30_000;
     for arg in &args {

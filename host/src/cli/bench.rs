@@ -336,7 +336,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, CliError> {
     if args.suite {
         return suite(&args);
     }
-    let (_, guardrail) = load_guardrail(args.config.as_deref())?;
+    let (_, guardrail) = load_guardrail(args.config.as_deref(), super::required(false)?)?;
     let Some(guardrail) = guardrail else {
         return Err(CliError::Usage(
             "the config installs no guardrail (not enabled, or no provider): there is nothing to measure"

@@ -3,25 +3,15 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use guardhost::{ConfigOrigin, Guardrail, GuardrailRequest, ProviderFailure, ToolCallRequest};
+use guardhost::{Guardrail, GuardrailRequest, ProviderFailure, ToolCallRequest};
 
 use super::{load_guardrail, CliError};
 
-pub fn run(config_path: Option<&Path>) -> Result<ExitCode, CliError> {
-    let (config, guardrail) = load_guardrail(config_path)?;
-    let origin = match &config.origin {
-        ConfigOrigin::Embedded => "embedded default config".to_owned(),
-        ConfigOrigin::File(path) => path.display().to_string(),
-    };
-    println!("config:           {origin}");
+pub fn run(config_path: Option<&Path>, require_guardrail: bool) -> Result<ExitCode, CliError> {
+    let (config, guardrail) = load_guardrail(config_path, super::required(require_guardrail)?)?;
+    println!("config:           {}", config.origin_name());
     let Some(guardrail) = guardrail else {
-        let why = if !config.section_found {
-            "the file has no `guardrails:` section"
-        } else if !config.guardrails.enabled {
-            "`enabled` is false"
-        } else {
-            "no `provider` is set"
-        };
+        let why = config.unguarded_reason().unwrap_or("no `provider` is set");
         println!("guardrail:        none installed ({why}); tool calls run unchecked");
         return Ok(ExitCode::SUCCESS);
     };

@@ -29,6 +29,8 @@ pub struct EvalArgs {
     /// Use the async path (the provider's aevaluate) on a tokio runtime.
     #[arg(long = "async")]
     use_async: bool,
+    #[arg(long, help = super::REQUIRE_HELP)]
+    require_guardrail: bool,
 }
 
 fn json_object(flag: &str, text: &str) -> Result<Map<String, Value>, CliError> {
@@ -46,7 +48,9 @@ fn json_object(flag: &str, text: &str) -> Result<Map<String, Value>, CliError> {
 pub fn run(args: EvalArgs) -> Result<ExitCode, CliError> {
     let tool_args = json_object("args", &args.args)?;
     let context = args.context.as_deref().map(|c| json_object("context", c)).transpose()?;
-    let (_, guardrail) = load_guardrail(args.config.as_deref())?;
+    let (config, guardrail) =
+        load_guardrail(args.config.as_deref(), super::required(args.require_guardrail)?)?;
+    super::warn_unguarded(&config);
     let call = ToolCallRequest {
         tool_call: ToolCall { name: Some(args.tool), args: tool_args, id: args.id, null_id: false },
         context,

@@ -26,12 +26,19 @@ failed check (conformance), 2 usage, config or load error, 3 a provider
 interrupt, 4 the provider failed on some calls (run), 5 a provider in this
 process ended it (it called exit).
 Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`) to change
-how much (default `warn`: every denial is logged).";
+how much (default `warn`: every denial is logged).
+GUARDHOST_REQUIRE_GUARDRAIL=1 makes every command refuse a config that installs
+no guardrail, as --require-guardrail does.";
 
 /// The help text of every `--config`.
 pub const CONFIG_HELP: &str = "A DeerFlow-style config.yaml (its `guardrails:` section is used) or a file \
 whose top level is that section. Default: the embedded default config: the built-in allowlist, \
 enabled, fail-closed, denying bash, write_file and str_replace";
+
+/// The help text of every `--require-guardrail`.
+pub const REQUIRE_HELP: &str = "Refuse (exit 2) a config that installs no guardrail: `enabled: false`, no \
+provider, or no `guardrails:` section. The environment variable GUARDHOST_REQUIRE_GUARDRAIL=1 (or true) \
+does the same";
 
 /// guardhost: decides, before each tool call an agent makes, whether it may run.
 #[derive(Debug, Parser)]
@@ -48,6 +55,8 @@ enum Command {
     Check {
         #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
         config: Option<PathBuf>,
+        #[arg(long, help = REQUIRE_HELP)]
+        require_guardrail: bool,
     },
     /// Run one tool call through the guardrail and print the outcome as JSON.
     Eval(eval::EvalArgs),
@@ -116,11 +125,37 @@ fn load_config(path: Option<&std::path::Path>) -> Result<LoadedConfig, CliError>
     })
 }
 
-/// Loads the config and builds its guardrail (`None` when not installed).
-fn load_guardrail(path: Option<&std::path::Path>) -> Result<(LoadedConfig, Option<Guardrail>), CliError> {
+/// Whether a guardrail is required: by `--require-guardrail` (`flag`) or
+/// by the environment ([`guardhost::REQUIRE_GUARDRAIL_VAR`], whose value
+/// is checked either way).
+fn required(flag: bool) -> Result<bool, CliError> {
+    Ok(guardhost::require_guardrail_from_env()? || flag)
+}
+
+/// Loads the config and builds its guardrail (`None` when not installed);
+/// with `require`, a config that installs none is an error.
+fn load_guardrail(
+    path: Option<&std::path::Path>,
+    require: bool,
+) -> Result<(LoadedConfig, Option<Guardrail>), CliError> {
     let config = load_config(path)?;
+    if require {
+        config.require_guardrail()?;
+    }
     let guardrail = install(&config)?;
     Ok((config, guardrail))
+}
+
+/// Says on stderr that `config` installs no guardrail, so that every call
+/// `eval` or `run` is given is allowed unchecked.
+fn warn_unguarded(config: &LoadedConfig) {
+    if let Some(why) = config.unguarded_reason() {
+        tracing::warn!(
+            "{}: no guardrail is installed ({why}): every tool call is allowed unchecked \
+             (--require-guardrail refuses such a config)",
+            config.origin_name()
+        );
+    }
 }
 
 pub fn main() -> ExitCode {
@@ -139,7 +174,7 @@ pub fn main() -> ExitCode {
         Command::ProviderServer | Command::Serve { .. } => None,
     };
     let result = match cli.command {
-        Command::Check { config } => check::run(config.as_deref()),
+        Command::Check { config, require_guardrail } => check::run(config.as_deref(), require_guardrail),
         Command::Eval(args) => eval::run(args),
         Command::Run(args) => run::run(args),
         Command::Conformance(args) => conformance::run(args),

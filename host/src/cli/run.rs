@@ -43,6 +43,8 @@ pub struct RunArgs {
     /// tokio runtime. Lines are still answered one at a time, in order.
     #[arg(long = "async")]
     use_async: bool,
+    #[arg(long, help = super::REQUIRE_HELP)]
+    require_guardrail: bool,
 }
 
 /// How often --watch looks at the files.
@@ -88,6 +90,7 @@ fn flush_before_asking_provider(info: &ProviderInfo) -> bool {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
+    let require = super::required(args.require_guardrail)?;
     // Before any provider is loaded: what it prints goes to stderr, never
     // between the answers, and it cannot read the calls.
     let (stdin, stdout) = super::streams::private_stdio()
@@ -111,12 +114,24 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
                 guardhost::ReloadError::Build(e) => CliError::Build(e),
                 other => CliError::Usage(other.to_string()),
             })?);
+            if reloader.current().is_none() {
+                // Loaded again to say why (a reload never takes a guardrail away).
+                let config = super::load_config(Some(path))?;
+                if require {
+                    config.require_guardrail()?;
+                }
+                super::warn_unguarded(&config);
+            }
             Arc::clone(&reloader)
                 .watch(WATCH_INTERVAL)
                 .map_err(|source| CliError::Io { what: "cannot start the config watcher".into(), source })?;
             (None, Some(reloader))
         }
-        _ => (load_guardrail(args.config.as_deref())?.1, None),
+        _ => {
+            let (config, guardrail) = load_guardrail(args.config.as_deref(), require)?;
+            super::warn_unguarded(&config);
+            (guardrail, None)
+        }
     };
     let fixed_flush = fixed.as_ref().is_some_and(flush_before_asking);
     let fixed = fixed.map(|g| with_audit(g.middleware));

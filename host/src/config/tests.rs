@@ -73,7 +73,146 @@ fn a_whole_config_without_the_section_means_defaults() {
     let c = parse("models: []\n").unwrap();
     assert!(!c.section_found);
     assert_eq!(c.guardrails, GuardrailsConfig::default());
-    assert!(!parse("").unwrap().section_found);
+    assert_eq!(c.unguarded_reason(), Some("the file has no `guardrails:` section"));
+}
+
+#[test]
+fn an_empty_file_is_refused_not_read_as_no_guardrail() {
+    for text in ["", "\n\n", "# only a comment\n", "---\n", "~\n", "null\n"] {
+        let err = parse(text).unwrap_err();
+        assert!(matches!(err, ConfigError::Empty { .. }), "{text:?}: {err}");
+        let err = err.to_string();
+        assert!(
+            err.starts_with("/cfg/config.yaml: the config is empty") && err.contains("no guardrail"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_guardrails_key_that_is_not_a_mapping_is_refused_as_deerflow_refuses_it() {
+    for (text, found) in [
+        ("guardrails:\n", "found nothing under it (null)"),
+        ("guardrails: null\nmodels: []\n", "found nothing under it (null)"),
+        ("models: []\nguardrails: ~\n", "found nothing under it (null)"),
+        ("guardrails: []\n", "found a list"),
+        ("guardrails: [enabled, provider]\n", "found a list"),
+        ("guardrails: true\n", "found a boolean"),
+        ("guardrails: 1\n", "found a number"),
+        ("guardrails: \"\"\n", "found a string"),
+        ("guardrails: builtin:AllowlistProvider\n", "found a string"),
+    ] {
+        let err = parse(text).unwrap_err();
+        assert!(matches!(err, ConfigError::SectionNotAMapping { .. }), "{text:?}: {err}");
+        let err = err.to_string();
+        assert!(err.contains("`guardrails` must be a mapping"), "{err}");
+        assert!(err.contains(found), "{text:?}: {err}");
+    }
+    // A value from the environment is described, never quoted.
+    let err = parse_with_env("guardrails: $GR\n", &[("GR", "s3cret-value")]).unwrap_err().to_string();
+    assert!(err.contains("found a string") && !err.contains("s3cret"), "{err}");
+    // An empty mapping is DeerFlow's defaults: explicit, so it stays.
+    assert_eq!(parse("guardrails: {}\n").unwrap().unguarded_reason(), Some("`enabled` is false"));
+}
+
+#[test]
+fn section_keys_beside_the_guardrails_key_are_named() {
+    for (text, keys, empty) in [
+        (
+            "guardrails:\nenabled: true\nprovider:\n  use: builtin:AllowlistProvider\n",
+            "`enabled`, `provider`",
+            true,
+        ),
+        ("guardrails:\n  enabled: true\nprovider:\n  use: builtin:AllowlistProvider\n", "`provider`", false),
+        (
+            "models: []\nguardrails:\n  enabled: true\n  provider: {use: x.so:Y}\nfail_closed: false\n",
+            "`fail_closed`",
+            false,
+        ),
+        ("guardrails: {enabled: true}\nmode: observe\npassport: p.json\n", "`passport`, `mode`", false),
+        ("guardrails: {enabled: true}\ndecision_log: {path: d.jsonl}\n", "`decision_log`", false),
+    ] {
+        let err = parse(text).unwrap_err();
+        assert!(matches!(err, ConfigError::MisplacedKeys { .. }), "{text:?}: {err}");
+        let err = err.to_string();
+        assert!(err.contains(&format!("{keys} belong in the `guardrails:` section")), "{text:?}: {err}");
+        assert!(err.contains("Indent them under `guardrails:`"), "{err}");
+        assert_eq!(err.contains("which has nothing under it"), empty, "{err}");
+    }
+}
+
+#[test]
+fn a_misspelled_section_is_refused_with_the_right_name() {
+    for key in
+        ["guardrail", "gaurdrails", "Guardrails", "GUARDRAILS", "guard_rails", "guardrials", "gardrail"]
+    {
+        let err = parse(&format!("models: []\n{key}:\n  enabled: true\n")).unwrap_err();
+        assert!(matches!(err, ConfigError::MisspelledSection { .. }), "{key}: {err}");
+        assert!(
+            err.to_string().contains(&format!("a top-level key `{key}`: did you mean `guardrails`?")),
+            "{err}"
+        );
+    }
+    // Keys further away are other sections of a whole config.
+    for key in ["guards", "guardian", "rails", "sandbox", "guardrails_extra_long_name"] {
+        assert!(!parse(&format!("{key}: {{}}\n")).unwrap().section_found, "{key}");
+    }
+    assert_eq!(edit_distance("gaurdrails", "guardrails"), 1);
+    assert_eq!(edit_distance("guardrail", "guardrails"), 1);
+    assert_eq!(edit_distance("", "guardrails"), 10);
+}
+
+#[test]
+fn a_null_provider_is_refused() {
+    for text in [
+        "guardrails:\n  enabled: true\n  provider: null\n",
+        "guardrails:\n  enabled: true\n  provider:\n",
+        "guardrails:\n  enabled: false\n  provider: ~\n",
+        "enabled: true\nprovider:\n",
+    ] {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.contains("invalid `guardrails` section: `provider` is empty (null)"), "{text:?}: {err}");
+    }
+    // `passport: null` is DeerFlow's default, as the embedded config writes it.
+    assert!(parse("guardrails:\n  enabled: true\n  passport: null\n  provider: {use: x.so:Y}\n").is_ok());
+}
+
+#[test]
+fn a_required_guardrail_is_checked_and_explained() {
+    for (text, why) in [
+        ("models: []\n", "the file has no `guardrails:` section"),
+        ("guardrails: {}\n", "`enabled` is false"),
+        (
+            "guardrails:\n  enabled: false\n  provider: {use: builtin:AllowlistProvider}\n",
+            "`enabled` is false",
+        ),
+        ("guardrails:\n  enabled: true\n", "no `provider` is set"),
+    ] {
+        let config = parse(text).unwrap();
+        assert_eq!(config.unguarded_reason(), Some(why), "{text:?}");
+        let err = config.require_guardrail().unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "/cfg/config.yaml: installs no guardrail ({why}), and a guardrail is required"
+            )),
+            "{err}"
+        );
+    }
+    let active =
+        parse("guardrails:\n  enabled: true\n  provider: {use: builtin:AllowlistProvider}\n").unwrap();
+    assert!(active.unguarded_reason().is_none() && active.require_guardrail().is_ok());
+    assert!(LoadedConfig::embedded_default().require_guardrail().is_ok());
+}
+
+#[test]
+fn the_require_variable_takes_one_zero_true_or_false_only() {
+    for (value, expected) in [("1", true), ("true", true), ("TRUE", true), ("0", false), ("false", false)] {
+        assert_eq!(parse_require(Some(value)).unwrap(), expected, "{value}");
+    }
+    for value in [Some(""), Some("yes"), Some("2"), Some(" 1"), Some("on"), None] {
+        let err = parse_require(value).unwrap_err().to_string();
+        assert!(err.contains("GUARDHOST_REQUIRE_GUARDRAIL must be 1 or true"), "{err}");
+    }
 }
 
 #[test]
