@@ -141,10 +141,16 @@ fn hostile(provider: &std::sync::Arc<dyn guardhost::GuardrailProvider>, filters:
             json!({"command": format!("cat <<EOF\n{}EOF", "line $x\n".repeat(under_cap / 8))}),
         ),
         (
-            "16 KB of $( without )",
+            "16 KB pipeline of shells",
             "bash",
-            json!({"command": format!("echo {}", "$(".repeat(under_cap / 2))}),
+            json!({"command": format!("echo x | {}cat", "sh | ".repeat(under_cap / 5 - 4))}),
         ),
+        (
+            "16 KB of find -exec sh -c",
+            "bash",
+            json!({"command": "find a b c d e f g h -exec sh -c 'ls; ls' \\; ".repeat(under_cap / 48)}),
+        ),
+        ("16 KB of $( without )", "bash", json!({"command": format!("echo {}", "$(".repeat(under_cap / 2))})),
     ];
     println!();
     println!("{:<36} {:>10} {:>10}  outcome", "hostile input", "p50", "max");

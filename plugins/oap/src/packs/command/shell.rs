@@ -175,8 +175,49 @@ pub struct Script {
 /// Reads `command` as `bash` would, refusing it past the caps.
 pub fn parse(command: &str) -> Result<Script, Unreadable> {
     let mut script = Script::default();
+    if let Some(words) = plain(command) {
+        // One simple command of plain words: what the parser would give.
+        script.push(Command {
+            words,
+            assignments: Vec::new(),
+            redirects: Vec::new(),
+            stdin_text: None,
+            stages: Vec::new(),
+            background: false,
+            function: None,
+            parent: None,
+            via: Via::Direct,
+            depth: 0,
+        })?;
+        return Ok(script);
+    }
     script.add(command, None, Via::Direct)?;
     Ok(script)
+}
+
+/// Words the shell gives a meaning of its own when they come first.
+const RESERVED: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for", "in", "select",
+    "function", "time", "coproc",
+];
+
+/// The words of a command made only of plain words (letters, digits and
+/// `-_./=:,+@%*?^`, separated by spaces or tabs) whose first word is no
+/// reserved word nor an assignment: one simple command, each word as
+/// written. Most everyday commands are such (`ls -la /mnt/user-data`), and
+/// reading them needs no parser.
+fn plain(command: &str) -> Option<Vec<Word>> {
+    if command.len() > MAX_COMMAND_BYTES
+        || !command.bytes().all(|b| b.is_ascii_alphanumeric() || b" \t-_./=:,+@%*?^".contains(&b))
+    {
+        return None;
+    }
+    let mut words = command.split([' ', '\t']).filter(|w| !w.is_empty()).peekable();
+    let first = *words.peek()?;
+    if first.contains('=') || RESERVED.contains(&first) {
+        return None;
+    }
+    Some(words.map(|w| Word::Lit(w.to_owned())).collect())
 }
 
 impl Script {
@@ -882,6 +923,29 @@ mod tests {
         ] {
             let script = parse(command).unwrap_or_else(|e| panic!("{command}: {e:?}"));
             assert!(script.commands.iter().any(|c| c.name() == Some("id")), "{command}: {script:?}");
+        }
+    }
+
+    /// Plain commands are read without the parser, as the parser reads
+    /// them.
+    #[test]
+    fn plain_commands_read_as_the_parser_reads_them() {
+        for command in [
+            "ls -la /mnt/user-data/workspace",
+            "git status --short",
+            "python3 main.py --out=x.json -v",
+            "echo a*b? c:d e,f g@h 100% x^y",
+            "make\t-j4  all",
+            "ls x=1",
+            "cat",
+        ] {
+            assert!(plain(command).is_some(), "{command}");
+            let mut parsed = Script::default();
+            parsed.add(command, None, Via::Direct).unwrap();
+            assert_eq!(parse(command).unwrap().commands, parsed.commands, "{command}");
+        }
+        for command in ["x=1 ls", "if", "time ls", "for", "ls ~", "ls # c", "ls; id", "ls\nid", "[[ x ]]", "ls 'a'"] {
+            assert!(plain(command).is_none(), "{command}");
         }
     }
 
