@@ -27,6 +27,9 @@ impl std::fmt::Display for Listen {
 /// ask until the operator says so.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 
+/// The default `--decision-timeout-ms`.
+pub const DEFAULT_DECISION_TIMEOUT_MS: u64 = 5000;
+
 /// How the service runs.
 #[derive(Clone)]
 pub struct Options {
@@ -49,6 +52,9 @@ pub struct Options {
     pub request_timeout: Duration,
     /// How long a shutdown waits for the requests in flight.
     pub drain_timeout: Duration,
+    /// How long one call's decision may take; past it, the call is answered
+    /// as a provider error (`fail_closed` decides).
+    pub decision_timeout: Duration,
 }
 
 impl std::fmt::Debug for Options {
@@ -62,6 +68,7 @@ impl std::fmt::Debug for Options {
             .field("max_connections", &self.max_connections)
             .field("request_timeout", &self.request_timeout)
             .field("drain_timeout", &self.drain_timeout)
+            .field("decision_timeout", &self.decision_timeout)
             .finish()
     }
 }
@@ -76,6 +83,7 @@ impl Default for Options {
             max_connections: 1024,
             request_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(30),
+            decision_timeout: Duration::from_millis(DEFAULT_DECISION_TIMEOUT_MS),
         }
     }
 }
