@@ -157,6 +157,8 @@ impl Server {
         }
         service.drain();
         drop(listener);
+        // Connections that never sent a request are closed, not waited for.
+        waiting.close_all();
         if let Listen::Unix(path) = &local {
             let _ = std::fs::remove_file(path);
         }
@@ -261,6 +263,14 @@ impl Waiting {
         }
         let task = tokio::spawn(start(id));
         tasks.insert(id, task.abort_handle());
+    }
+
+    /// Closes every connection still waiting (at shutdown).
+    fn close_all(&self) {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in tasks.into_values() {
+            task.abort();
+        }
     }
 
     /// Leaves the waiting; `false` when it was closed for a newer one.

@@ -217,3 +217,17 @@ fn a_body_with_a_key_twice_is_refused_naming_it() {
     let message = response.json()["error"]["message"].as_str().unwrap().to_owned();
     assert!(message.contains("duplicate key `calls`"), "{message}");
 }
+
+#[test]
+fn a_shutdown_does_not_wait_for_connections_that_never_sent_a_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), &support::allowlist());
+    let mut server = Server::start(&["--config", path.to_str().unwrap(), "--request-timeout-ms", "60000"]);
+    let silent: Vec<std::net::TcpStream> =
+        (0..5).map(|_| std::net::TcpStream::connect(&server.address).unwrap()).collect();
+    assert_eq!(server.call("GET", "/healthz", &[], b"").status, 200);
+    server.signal("TERM");
+    // Not the 60 s they could wait for their first request.
+    assert_eq!(server.wait(Duration::from_secs(10)), Some(0));
+    drop(silent);
+}
