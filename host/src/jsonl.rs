@@ -247,44 +247,53 @@ pub fn read_line(
     line: &mut Vec<u8>,
     limit: usize,
 ) -> std::io::Result<Option<Line>> {
+    use std::io::{BufRead, Read};
     line.clear();
+    // Up to one byte past the limit, or the line's end if it comes first
+    // (`read_until` finds it with memchr).
     let keep = limit.saturating_add(1);
-    let mut length: u64 = 0;
-    let ended = loop {
-        let available = match reader.fill_buf() {
-            Ok(available) => available,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if available.is_empty() {
-            if length == 0 {
-                return Ok(None);
-            }
-            break false;
-        }
-        let (part, ended) = match available.iter().position(|&b| b == b'\n') {
-            Some(end) => (&available[..end], true),
-            None => (available, false),
-        };
-        // Up to one byte past the limit (a `\r` there may end the line).
-        let room = keep.saturating_sub(line.len()).min(part.len());
-        line.extend_from_slice(&part[..room]);
-        length += part.len() as u64;
-        let used = part.len() + usize::from(ended);
-        reader.consume(used);
-        if ended {
-            break true;
-        }
-    };
-    if ended && line.last() == Some(&b'\r') && length <= keep as u64 {
+    let read = (&mut *reader).take(keep as u64).read_until(b'\n', line)?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if line.last() == Some(&b'\n') {
         line.pop();
-        length -= 1;
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        return Ok(Some(Line::Whole));
     }
-    if length > limit as u64 {
-        line.truncate(KEPT_OF_A_LONG_LINE.min(limit));
-        return Ok(Some(Line::TooLong { length }));
+    if read < keep {
+        return Ok(Some(Line::Whole)); // the last line, without its `\n`
     }
-    Ok(Some(Line::Whole))
+    // `limit` bytes and a `\r` whose `\n` comes next: a line at the limit.
+    if line.last() == Some(&b'\r') && reader.fill_buf()?.first() == Some(&b'\n') {
+        reader.consume(1);
+        line.pop();
+        return Ok(Some(Line::Whole));
+    }
+    // Too long: the rest is read and dropped.
+    let mut length = read as u64;
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            break;
+        }
+        match available.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                length += end as u64;
+                reader.consume(end + 1);
+                break;
+            }
+            None => {
+                let n = available.len();
+                length += n as u64;
+                reader.consume(n);
+            }
+        }
+    }
+    line.truncate(KEPT_OF_A_LONG_LINE.min(limit));
+    Ok(Some(Line::TooLong { length }))
 }
 
 /// The answer to line `number`, `length` bytes long, over `limit`: its id
@@ -731,6 +740,14 @@ mod tests {
         assert_eq!(read().0, Some(Line::TooLong { length: long.len() as u64 }));
         assert_eq!(read().0, None);
         assert!(line.capacity() < 1000, "{}", line.capacity());
+        // At the limit with `\r\n`, and one byte over it with `\r\n`.
+        let input = format!("{}\r\n{}\r\nend", "z".repeat(100), "z".repeat(101));
+        let mut reader = std::io::BufReader::with_capacity(3, input.as_bytes());
+        assert_eq!(read_line(&mut reader, &mut line, 100).unwrap(), Some(Line::Whole));
+        assert_eq!(line, "z".repeat(100).as_bytes());
+        assert_eq!(read_line(&mut reader, &mut line, 100).unwrap(), Some(Line::TooLong { length: 102 }));
+        assert_eq!(read_line(&mut reader, &mut line, 100).unwrap(), Some(Line::Whole));
+        assert_eq!(line, b"end");
     }
 
     #[test]
