@@ -431,12 +431,7 @@ fn write_decision(out: &mut impl std::io::Write, number: u64, handled: &Handled)
 }
 
 /// The id and name of a malformed line, when it is a JSON object that has
-/// them as strings.
+/// them as strings, each once (a line with two ids has none to trust).
 pub fn readable_id_and_name(bytes: &[u8]) -> (Option<String>, Option<String>) {
-    let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(bytes) else { return (None, None) };
-    let mut field = |key: &str| match map.remove(key) {
-        Some(Value::String(text)) => Some(text),
-        _ => None,
-    };
-    (field("id"), field("name"))
+    crate::jsonl::unambiguous_id_and_name(bytes)
 }

@@ -6,8 +6,14 @@
 //! assert_eq!(call.tool_call.name.as_deref(), Some("bash"));
 //! let error = guardhost::jsonl::parse_line(2, b"{").unwrap_err();
 //! assert!(error.content.starts_with("guardhost: line 2: invalid JSON"));
+//! // A key twice anywhere in a call is refused, naming where: an executor
+//! // that keeps the first value would run something else than was decided.
+//! let error = guardhost::jsonl::parse_line(3, br#"{"name": "bash", "args": {"command": "sudo rm -rf /", "command": "ls"}}"#).unwrap_err();
+//! assert!(error.content.starts_with("guardhost: line 3: duplicate key `args.command`"), "{}", error.content);
 //! ```
 
+use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 use crate::request::{ToolCall, ToolCallRequest, ToolMessage, ToolStatus};
@@ -115,13 +121,15 @@ impl<'de> serde::Deserialize<'de> for Fast {
                         // boolean takes the general path.
                         Key::Name => once(&mut name, map.next_value::<Option<String>>()?)?,
                         Key::Id => once(&mut id, map.next_value::<Option<String>>()?)?,
-                        Key::Args => once(&mut args, map.next_value::<Option<Map<String, Value>>>()?)?,
+                        // A key twice within them is refused (the general
+                        // path says where).
+                        Key::Args => once(&mut args, map.next_value_seed(MappingOrNull(At::Root))?)?,
                         // A context that is not a mapping is warned about
                         // by the general path.
-                        Key::Context => once(&mut context, map.next_value::<Option<Map<String, Value>>>()?)?,
+                        Key::Context => once(&mut context, map.next_value_seed(MappingOrNull(At::Root))?)?,
                         // As a `Value`, which refuses what the general path
-                        // refuses (an out-of-range number, ...).
-                        Key::Other => drop(map.next_value::<Value>()?),
+                        // refuses (an out-of-range number, a key twice, ...).
+                        Key::Other => drop(map.next_value_seed(Unique(At::Root))?),
                     }
                 }
                 let null_id = matches!(id, Some(None));
@@ -145,8 +153,21 @@ fn parse_general(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessa
     if text.trim().is_empty() {
         return Err(line_error(number, &format!("empty line; {EXPECTED}"), None, None));
     }
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| line_error(number, &format!("invalid JSON ({e}); {EXPECTED}"), None, None))?;
+    let value = parse_unique(text).map_err(|e| match e {
+        NotUnique::Duplicate { path, at } => {
+            let (id, name) = unambiguous_id_and_name(text.as_bytes());
+            line_error(
+                number,
+                &format!(
+                    "duplicate key `{path}` ({at}): a key may appear once in an object, or the \
+                     call decided and the call run could differ; send each key once"
+                ),
+                id.as_deref(),
+                name.as_deref(),
+            )
+        }
+        NotUnique::Json(e) => line_error(number, &format!("invalid JSON ({e}); {EXPECTED}"), None, None),
+    })?;
     let Value::Object(mut object) = value else {
         return Err(line_error(number, &format!("not a JSON object; {EXPECTED}"), None, None));
     };
@@ -194,6 +215,383 @@ fn parse_general(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessa
         }
     };
     Ok(ToolCallRequest { tool_call: ToolCall { name, args, id, null_id }, context })
+}
+
+// ------------------------------------------------------------ long lines
+
+/// The default `--max-line-bytes` of `guardhost run`: 4 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 4 << 20;
+
+/// How much of a line beyond the limit is kept to read its id and name.
+const KEPT_OF_A_LONG_LINE: usize = 64 << 10;
+
+/// One line read by [`read_line`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    /// The whole line is in the buffer, without its `\n` or `\r\n`.
+    Whole,
+    /// The line has `length` bytes (without its end), more than the limit:
+    /// the buffer holds only its start, and the rest was read and dropped.
+    TooLong {
+        /// The line's length in bytes.
+        length: u64,
+    },
+}
+
+/// Reads the next line of `reader` into `line` (cleared first), holding at
+/// most `limit` bytes of it in memory: a longer line is read to its end
+/// and dropped but for its first bytes ([`Line::TooLong`]). `None` at the
+/// end of the input.
+pub fn read_line(
+    reader: &mut impl std::io::BufRead,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Option<Line>> {
+    use std::io::{BufRead, Read};
+    line.clear();
+    // Up to one byte past the limit, or the line's end if it comes first
+    // (`read_until` finds it with memchr).
+    let keep = limit.saturating_add(1);
+    let read = (&mut *reader).take(keep as u64).read_until(b'\n', line)?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        return Ok(Some(Line::Whole));
+    }
+    if read < keep {
+        return Ok(Some(Line::Whole)); // the last line, without its `\n`
+    }
+    // `limit` bytes and a `\r` whose `\n` comes next: a line at the limit.
+    if line.last() == Some(&b'\r') && reader.fill_buf()?.first() == Some(&b'\n') {
+        reader.consume(1);
+        line.pop();
+        return Ok(Some(Line::Whole));
+    }
+    // Too long: the rest is read and dropped.
+    let mut length = read as u64;
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            break;
+        }
+        match available.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                length += end as u64;
+                reader.consume(end + 1);
+                break;
+            }
+            None => {
+                let n = available.len();
+                length += n as u64;
+                reader.consume(n);
+            }
+        }
+    }
+    line.truncate(KEPT_OF_A_LONG_LINE.min(limit));
+    Ok(Some(Line::TooLong { length }))
+}
+
+/// The answer to line `number`, `length` bytes long, over `limit`: its id
+/// and name when they come, as strings, before anything else in `start`
+/// (the line's first bytes) that could not be read.
+pub fn too_long(
+    number: u64,
+    length: u64,
+    limit: usize,
+    start: &[u8],
+) -> (ToolMessage, Option<String>, Option<String>) {
+    let (id, name) = leading_id_and_name(start);
+    let message = line_error(
+        number,
+        &format!(
+            "the line is {length} bytes, more than the {limit} bytes a line may have (--max-line-bytes); \
+             it was not read: send a smaller call, or raise the limit"
+        ),
+        id.as_deref(),
+        name.as_deref(),
+    );
+    (message, id, name)
+}
+
+/// The top-level string `id` and `name` of the object `start` begins,
+/// read until its text stops (it is the start of a longer line) or a key
+/// comes twice.
+fn leading_id_and_name(start: &[u8]) -> (Option<String>, Option<String>) {
+    struct Seen<'s>(&'s mut [Option<Option<String>>; 2]);
+    impl<'de> Visitor<'de> for Seen<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let slot = match key.as_ref() {
+                    "id" => &mut self.0[0],
+                    "name" => &mut self.0[1],
+                    _ => {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        continue;
+                    }
+                };
+                if slot.is_some() {
+                    // Twice: neither can be trusted.
+                    *slot = Some(None);
+                    return Err(A::Error::custom("a key twice"));
+                }
+                match map.next_value::<Option<String>>() {
+                    Ok(value) => *slot = Some(value),
+                    Err(error) => {
+                        *slot = Some(None);
+                        return Err(error);
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut seen = [None, None];
+    let mut deserializer = serde_json::Deserializer::from_slice(start);
+    let _ = serde::Deserializer::deserialize_map(&mut deserializer, Seen(&mut seen));
+    let [id, name] = seen;
+    (id.flatten(), name.flatten())
+}
+
+// ------------------------------------------------------------ unique keys
+
+/// Why a text could not be read by [`parse_unique`].
+#[derive(Debug)]
+pub enum NotUnique {
+    /// An object has a key twice: where (`args.command`, `args.list[2].x`),
+    /// and where in the text the second one's value ends.
+    Duplicate {
+        /// The key's path from the top: keys joined by `.`, indices in `[]`.
+        path: String,
+        /// `column C`, or `line L column C` in a text of several lines.
+        at: String,
+    },
+    /// Not JSON (serde_json's own message).
+    Json(serde_json::Error),
+}
+
+/// The prefix of the message that marks a duplicate key, inside a serde
+/// error (which has only a message to carry it).
+const DUPLICATE: &str = "\u{0}duplicate key ";
+
+/// Parses JSON `text` as serde_json does into a [`Value`], refusing an
+/// object that has a key twice at any depth (serde_json keeps the last
+/// silently, while other readers keep the first). One pass, no more work
+/// than serde_json's own: each key is inserted once, into the map it
+/// belongs to.
+pub fn parse_unique(text: &str) -> Result<Value, NotUnique> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let parsed = Unique(At::Root).deserialize(&mut deserializer).and_then(|value| {
+        deserializer.end()?;
+        Ok(value)
+    });
+    parsed.map_err(|error| {
+        let message = error.to_string();
+        match message.strip_prefix(DUPLICATE) {
+            Some(path) => NotUnique::Duplicate {
+                // serde_json appends " at line L column C".
+                path: path.rsplit_once(" at line ").map_or(path, |(path, _)| path).to_owned(),
+                at: match error.line() {
+                    1 => format!("column {}", error.column()),
+                    line => format!("line {line} column {}", error.column()),
+                },
+            },
+            None => NotUnique::Json(error),
+        }
+    })
+}
+
+/// Where a value is in the document: under its parent's key or index.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root,
+    Key(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    /// `args.command`, `calls[2].args.x`; a long key is cut short.
+    fn path(&self) -> String {
+        let mut segments = Vec::new();
+        let mut at = self;
+        loop {
+            match at {
+                At::Root => break,
+                At::Key(parent, key) => {
+                    segments.push(match key.char_indices().nth(64) {
+                        Some((end, _)) => format!("{}...", &key[..end]),
+                        None => (*key).to_owned(),
+                    });
+                    at = parent;
+                }
+                At::Index(parent, index) => {
+                    segments.push(format!("[{index}]"));
+                    at = parent;
+                }
+            }
+        }
+        let mut path = String::new();
+        for segment in segments.iter().rev() {
+            if !path.is_empty() && !segment.starts_with('[') {
+                path.push('.');
+            }
+            path.push_str(segment);
+        }
+        path
+    }
+}
+
+/// A [`Value`] whose objects have each key once; `At` says where it is.
+struct Unique<'a>(At<'a>);
+
+impl<'de> DeserializeSeed<'de> for Unique<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// The entries of an object whose keys are each there once.
+fn unique_entries<'de, A: MapAccess<'de>>(at: At<'_>, mut map: A) -> Result<Map<String, Value>, A::Error> {
+    let mut entries = Map::new();
+    while let Some(key) = map.next_key::<String>()? {
+        let value = map.next_value_seed(Unique(At::Key(&at, &key)))?;
+        match entries.entry(key) {
+            Entry::Vacant(slot) => {
+                slot.insert(value);
+            }
+            Entry::Occupied(slot) => {
+                let path = At::Key(&at, slot.key()).path();
+                return Err(A::Error::custom(format_args!("{DUPLICATE}{path}")));
+            }
+        }
+    }
+    Ok(entries)
+}
+
+impl<'de> Visitor<'de> for Unique<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        // As serde_json's `Value` (JSON text has no NaN or infinity).
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.deserialize(deserializer)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(item) = seq.next_element_seed(Unique(At::Index(&self.0, items.len())))? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        unique_entries(self.0, map).map(Value::Object)
+    }
+}
+
+/// `args` or `context` on the fast path: a mapping with each key once, or
+/// null; anything else is an error (the general path answers it).
+struct MappingOrNull<'a>(At<'a>);
+
+impl<'de> DeserializeSeed<'de> for MappingOrNull<'_> {
+    type Value = Option<Map<String, Value>>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MappingOrNull<'_> {
+    type Value = Option<Map<String, Value>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a mapping or null")
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        // The path is the general path's to give.
+        unique_entries(self.0, map).map(Some)
+    }
+}
+
+/// The `id` and `name` of a line that is a JSON object, when they are
+/// strings and each is there once (a line with two ids has none anyone can
+/// trust); whatever else the line holds, duplicates too, is skipped.
+pub fn unambiguous_id_and_name(bytes: &[u8]) -> (Option<String>, Option<String>) {
+    struct IdAndName;
+    impl<'de> Visitor<'de> for IdAndName {
+        type Value = (Option<String>, Option<String>);
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            // (seen, the value when it is a string)
+            let (mut id, mut name) = ((false, None), (false, None));
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let slot = match key.as_ref() {
+                    "id" => &mut id,
+                    "name" => &mut name,
+                    _ => {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        continue;
+                    }
+                };
+                let value = map.next_value::<Value>()?;
+                *slot = match (slot.0, value) {
+                    (false, Value::String(text)) => (true, Some(text)),
+                    _ => (true, None),
+                };
+            }
+            Ok((id.1, name.1))
+        }
+    }
+    struct Top;
+    impl<'de> DeserializeSeed<'de> for Top {
+        type Value = (Option<String>, Option<String>);
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(IdAndName)
+        }
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    match Top.deserialize(&mut deserializer) {
+        Ok(found) if deserializer.end().is_ok() => found,
+        _ => (None, None),
+    }
 }
 
 #[cfg(test)]
@@ -273,6 +671,124 @@ mod tests {
         let deep = format!(r#"{{"name":"ls","args":{{"d":{}{}}}}}"#, "[".repeat(200), "]".repeat(200));
         assert_eq!(parse_line(4, deep.as_bytes()), parse_general(4, deep.as_bytes()));
         assert!(parse_line(4, deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_key_twice_anywhere_in_a_call_is_refused_naming_where() {
+        for (line, path) in [
+            (r#"{"name":"read_file","name":"bash"}"#, "name"),
+            (r#"{"name":"bash","args":{"command":"sudo rm -rf /","command":"ls"}}"#, "args.command"),
+            (r#"{"name":"ls","id":"a","id":"b"}"#, "id"),
+            (r#"{"name":"ls","args":{"x":1},"args":{"y":2}}"#, "args"),
+            (r#"{"name":"ls","args":{"opts":{"a":{"b":1,"b":2}}}}"#, "args.opts.a.b"),
+            (r#"{"name":"ls","args":{"list":[{"k":1},{"k":1,"k":2}]}}"#, "args.list[1].k"),
+            (r#"{"name":"ls","context":{"thread_id":"a","thread_id":"b"}}"#, "context.thread_id"),
+            (r#"{"name":"ls","extra":{"z":[[{"q":0,"q":0}]]}}"#, "extra.z[0][0].q"),
+            // The same text escaped another way is the same key.
+            (r#"{"name":"ls","args":{"cmd":"a","cmd":"b"}}"#, "args.cmd"),
+        ] {
+            let error = parse_line(5, line.as_bytes()).unwrap_err();
+            let expected = format!("guardhost: line 5: duplicate key `{path}` (column ");
+            assert!(error.content.starts_with(&expected), "{line}: {}", error.content);
+            assert!(error.content.contains("send each key once"), "{}", error.content);
+            assert_eq!(parse_line(5, line.as_bytes()), parse_general(5, line.as_bytes()));
+        }
+        // The id is kept when it is there once, and not when it is the key
+        // twice.
+        let error = parse_line(1, br#"{"id":"c7","name":"ls","args":{"a":1,"a":2}}"#).unwrap_err();
+        assert_eq!((error.tool_call_id.as_str(), error.name.as_deref()), ("c7", Some("ls")));
+        let error = parse_line(1, br#"{"id":"c7","name":"ls","id":"c8"}"#).unwrap_err();
+        assert_eq!((error.tool_call_id.as_str(), error.name.as_deref()), ("missing_id", Some("ls")));
+        assert_eq!(
+            unambiguous_id_and_name(br#"{"id":"c7","name":"a","name":"b"}"#),
+            (Some("c7".into()), None)
+        );
+        // Same keys in different objects, or in an object and its parent,
+        // are fine.
+        let call =
+            parse_line(1, br#"{"name":"ls","args":{"name":"x","a":{"name":1},"b":[{"a":1},{"a":2}]}}"#);
+        assert_eq!(call.unwrap().tool_call.args["b"][1]["a"], 2);
+        // A long key is named, cut short.
+        let key = "k".repeat(5000);
+        let line = format!(r#"{{"name":"ls","args":{{"{key}":1,"{key}":2}}}}"#);
+        let error = parse_line(1, line.as_bytes()).unwrap_err();
+        assert!(error.content.len() < 400, "{}", error.content);
+        assert!(error.content.contains(&format!("`args.{}...`", "k".repeat(64))), "{}", error.content);
+    }
+
+    #[test]
+    fn read_line_holds_at_most_the_limit_and_reads_every_line_after_a_long_one() {
+        let long =
+            format!(r#"{{"id":"big","name":"write_file","args":{{"content":"{}"}}}}"#, "x".repeat(10_000));
+        let input = format!("{{\"name\":\"a\"}}\r\n{long}\r\n{}\n\n{long}", "y".repeat(100));
+        // A reader that hands out a few bytes at a time.
+        let mut reader = std::io::BufReader::with_capacity(7, input.as_bytes());
+        let mut line = Vec::new();
+        let mut read = || {
+            let got = read_line(&mut reader, &mut line, 100).unwrap();
+            (got, String::from_utf8_lossy(&line).into_owned())
+        };
+        assert_eq!(read(), (Some(Line::Whole), r#"{"name":"a"}"#.to_owned()));
+        let (got, start) = read();
+        assert_eq!(got, Some(Line::TooLong { length: long.len() as u64 + 1 }));
+        assert!(start.len() <= 101 && long.starts_with(&start), "{start}");
+        assert_eq!(too_long(2, 1, 100, start.as_bytes()).1.as_deref(), Some("big"));
+        // Exactly the limit is a line; its `\r\n` is not counted.
+        assert_eq!(read(), (Some(Line::Whole), "y".repeat(100)));
+        assert_eq!(read(), (Some(Line::Whole), String::new()));
+        // A last line without its `\n`, over the limit.
+        assert_eq!(read().0, Some(Line::TooLong { length: long.len() as u64 }));
+        assert_eq!(read().0, None);
+        assert!(line.capacity() < 1000, "{}", line.capacity());
+        // At the limit with `\r\n`, and one byte over it with `\r\n`.
+        let input = format!("{}\r\n{}\r\nend", "z".repeat(100), "z".repeat(101));
+        let mut reader = std::io::BufReader::with_capacity(3, input.as_bytes());
+        assert_eq!(read_line(&mut reader, &mut line, 100).unwrap(), Some(Line::Whole));
+        assert_eq!(line, "z".repeat(100).as_bytes());
+        assert_eq!(read_line(&mut reader, &mut line, 100).unwrap(), Some(Line::TooLong { length: 102 }));
+        assert_eq!(read_line(&mut reader, &mut line, 100).unwrap(), Some(Line::Whole));
+        assert_eq!(line, b"end");
+    }
+
+    #[test]
+    fn a_long_lines_id_and_name_are_read_from_its_start_only_when_unambiguous() {
+        for (start, expected) in [
+            (r#"{"id":"c1","name":"bash","args":{"x":"aaaa"#, (Some("c1"), Some("bash"))),
+            (r#"{"args":{"id":"no"},"name":"ls","id":"c2","args":"#, (Some("c2"), Some("ls"))),
+            (r#"{"id":"c1","id":"c2","name":"ls""#, (None, None)),
+            (r#"{"name":"ls","id":7,"args":"#, (None, Some("ls"))),
+            (r#"{"args":{"command":"rm -rf /"#, (None, None)),
+            (r#"[{"id":"c1"}"#, (None, None)),
+        ] {
+            let (message, id, name) = too_long(9, 5_000_000, 4096, start.as_bytes());
+            assert_eq!((id.as_deref(), name.as_deref()), expected, "{start}");
+            assert!(message
+                .content
+                .starts_with("guardhost: line 9: the line is 5000000 bytes, more than the 4096"));
+            assert!(!message.content.contains("rm -rf"), "never echoed: {}", message.content);
+        }
+    }
+
+    #[test]
+    fn parse_unique_reads_what_serde_json_reads() {
+        for text in [
+            r#"{"a":[1,-2,3.5,1e300,12345678901234567890,null,true,"s\u00e9"],"b":{}}"#,
+            "[]",
+            " 7 ",
+            r#""x""#,
+        ] {
+            assert_eq!(parse_unique(text).unwrap(), serde_json::from_str::<Value>(text).unwrap(), "{text}");
+        }
+        for text in ["{", "[1,]", "1e400", "{} x", ""] {
+            let NotUnique::Json(error) = parse_unique(text).unwrap_err() else { panic!("{text}") };
+            assert_eq!(error.to_string(), serde_json::from_str::<Value>(text).unwrap_err().to_string());
+        }
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(matches!(parse_unique(&deep), Err(NotUnique::Json(_))));
+        let NotUnique::Duplicate { path, at } = parse_unique("{\n\"a\": 1,\n\"a\": 2}").unwrap_err() else {
+            panic!()
+        };
+        assert_eq!((path.as_str(), at.as_str()), ("a", "line 3 column 7"));
     }
 
     #[test]

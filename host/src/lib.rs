@@ -105,7 +105,7 @@ pub use instantiate::{
 pub use loader::{LibraryDescriptor, LoadError, LoadErrorKind};
 pub use middleware::{
     async_handler, AsyncHandler, GuardrailLayer, GuardrailMiddleware, GuardrailService, MiddlewareChain,
-    SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult, Verdict,
+    SyncHandler, ToEvaluate, ToolCallError, ToolCallMiddleware, ToolResult, Verdict,
 };
 pub use provider::{block_on, AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
 pub use reload::{ReloadError, Reloader};

@@ -222,3 +222,140 @@ fn what_an_in_process_provider_prints_never_lands_between_the_answers() {
         assert_eq!(printed, 2, "{extra:?}: what it printed went to stderr: {}", stderr(&out));
     }
 }
+
+// ------------------------------------------------------------ input lines
+
+#[test]
+fn a_line_over_max_line_bytes_is_answered_in_place_without_being_held_or_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write(
+        dir.path(),
+        "config.yaml",
+        "guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    config: {denied_tools: [bash]}\n",
+    );
+    // 50 MB of arguments in one line, between ordinary ones.
+    let secret = "GH_SENTINEL_payload";
+    let long = format!(
+        r#"{{"id":"big","name":"write_file","args":{{"content":"{secret}{}"}}}}"#,
+        "x".repeat(50 << 20)
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
+        .args(["run", "--output", "decisions", "--config", config.to_str().unwrap()])
+        .env("GUARDHOST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(b"{\"id\":\"a\",\"name\":\"ls\"}\n").unwrap();
+        stdin.write_all(long.as_bytes()).unwrap();
+        stdin.write_all(b"\n{\"id\":\"b\",\"name\":\"bash\"}\n{\"id\":\"c\",\"name\":\"ls\"}\n").unwrap();
+        stdin
+    });
+    let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut read = Vec::new();
+    for _ in 0..4 {
+        read.push(answers.next().unwrap().unwrap());
+    }
+    // Every line is answered, in order, while the process still runs.
+    let peak_kib = support::peak_rss_kib(child.id());
+    let stdin = writer.join().unwrap();
+    drop(stdin);
+    let rest: Vec<String> = answers.map(Result::unwrap).collect();
+    let output = child.wait_with_output().unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
+    let decisions: Vec<Value> = read.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let outcomes: Vec<_> =
+        decisions.iter().map(|d| (d["tool_call_id"].clone(), d["outcome"].clone())).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (json!("a"), json!("allow")),
+            (json!("big"), json!("error")),
+            (json!("b"), json!("deny")),
+            (json!("c"), json!("allow"))
+        ]
+    );
+    let error = decisions[1]["error"]["message"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!("the line is {} bytes, more than the 4194304 bytes", long_len())),
+        "{error}"
+    );
+    assert!(error.contains("--max-line-bytes"), "{error}");
+    assert!(read.iter().all(|l| l.len() < 2000 && !l.contains(secret)), "nothing of it is echoed");
+    assert!(peak_kib < 40_000, "peak RSS {peak_kib} KiB for a 50 MB line");
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+
+    // A smaller limit, on the messages output.
+    // Its id comes before the limit: it is kept. (One that comes later is
+    // not read: `missing_id`.)
+    let input = format!(
+        "{{\"id\":\"x\",\"name\":\"ls\",\"args\":{{\"a\":\"{}\"}}}}\n{}\n",
+        "y".repeat(200),
+        json!({"args": {"a": "y".repeat(200)}, "id": "w"}),
+    ) + &json!({"id": "z", "name": "ls"}).to_string();
+    let out = run(&config, &["--max-line-bytes", "100"], &input);
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 3);
+    assert_eq!((lines[0]["tool_call_id"].clone(), lines[0]["status"].clone()), (json!("x"), json!("error")));
+    assert!(
+        lines[0]["content"].as_str().unwrap().starts_with("guardhost: line 1: the line is 238 bytes"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        (lines[1]["tool_call_id"].clone(), lines[1]["status"].clone()),
+        (json!("missing_id"), json!("error"))
+    );
+    assert_eq!(
+        (lines[2]["tool_call_id"].clone(), lines[2]["status"].clone()),
+        (json!("z"), json!("success"))
+    );
+    let out = guardhost(&["run", "--max-line-bytes", "0"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--max-line-bytes"), "{}", stderr(&out));
+}
+
+fn long_len() -> usize {
+    r#"{"id":"big","name":"write_file","args":{"content":"GH_SENTINEL_payload"}}"#.len() + (50 << 20)
+}
+
+#[test]
+fn a_key_twice_in_a_line_is_answered_in_place_naming_it_and_nothing_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write(
+        dir.path(),
+        "config.yaml",
+        "guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    config: {denied_tools: [bash]}\n",
+    );
+    let input = [
+        r#"{"id":"1","name":"read_file","name":"bash"}"#,
+        r#"{"id":"2","name":"bash","args":{"command":"sudo rm -rf /","command":"ls"}}"#,
+        r#"{"id":"3","name":"ls","args":{"opts":[{"k":1,"k":2}]}}"#,
+        r#"{"id":"4","name":"ls"}"#,
+    ]
+    .join("\n");
+    for output in ["decisions", "messages"] {
+        let out = run(&config, &["--output", output], &input);
+        let lines = json_lines(&out);
+        assert_eq!(lines.len(), 4, "{output}");
+        for (line, path) in lines.iter().zip(["name", "args.command", "args.opts[0].k"]) {
+            let text = if output == "decisions" {
+                line["error"]["message"].as_str().unwrap().to_owned()
+            } else {
+                line["content"].as_str().unwrap().to_owned()
+            };
+            assert!(text.contains(&format!("duplicate key `{path}`")), "{output}: {line}");
+        }
+        assert_eq!(lines[1]["tool_call_id"], "2");
+        assert_eq!(lines[3]["tool_call_id"], "4");
+        if output == "decisions" {
+            assert_eq!(lines[0]["outcome"], "error");
+            assert_eq!(lines[3]["outcome"], "allow");
+        }
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    }
+}

@@ -101,3 +101,42 @@ def test_a_unix_socket(tmp_path, allowlist_so):
 def test_a_bad_url_is_refused_saying_what_to_write():
     with pytest.raises(ValueError, match="http://host:port or unix:/path"):
         DecisionClient("ftp://x")
+
+
+def test_an_answer_with_a_key_twice_is_refused_naming_it():
+    """A real HTTP server (not guardhost's, which never sends one) answers
+    with a key twice: the client names it instead of reading the last."""
+    import http.server
+    import threading
+
+    answers = [
+        b'{"line": 1, "outcome": "deny", "outcome": "allow", "tool_call_id": "c", "name": "bash"}',
+        b'{"decisions": [{"line": 1, "outcome": "allow"}, {"line": 2, "reasons": [{"code": "a", "code": "b"}]}]}',
+        b'{"line": 1, "outcome": "deny"} trailing',
+    ]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            body = answers.pop(0)
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        client = DecisionClient(f"http://127.0.0.1:{httpd.server_address[1]}")
+        with pytest.raises(guardhost.GuardhostError, match="POST /v1/decide: the answer has the key `outcome` twice"):
+            client.decide("bash")
+        with pytest.raises(guardhost.GuardhostError, match=re.escape("the key `decisions[1].reasons[0].code` twice")):
+            client.decide_batch([{"name": "a"}, {"name": "b"}])
+        with pytest.raises(guardhost.GuardhostError, match="the answer is not JSON"):
+            client.decide("ls")
+    finally:
+        httpd.shutdown()

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use guardhost::{install, LoadedConfig, Reloader};
-use guardhost_server::options::DEFAULT_LISTEN;
+use guardhost_server::options::{DEFAULT_DECISION_TIMEOUT_MS, DEFAULT_LISTEN};
 use guardhost_server::{Listen, Metrics, Options, Server, Service, Source};
 
 /// How often --watch looks at the config file and the provider's library.
@@ -60,6 +60,12 @@ struct Args {
     /// in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     drain_timeout_ms: u64,
+    /// How long one call's decision may take, in milliseconds; past it the
+    /// call is answered as a provider error, which `fail_closed` decides
+    /// (deny with oap.evaluator_error, or allow under fail-open).
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_DECISION_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    decision_timeout_ms: u64,
     /// Threads of the async runtime (default: one per CPU).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -153,6 +159,7 @@ fn run(args: Args) -> Result<(), String> {
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         drain_timeout: Duration::from_millis(args.drain_timeout_ms),
         allow_unguarded: args.allow_unguarded,
+        decision_timeout: Duration::from_millis(args.decision_timeout_ms),
     };
     let mut warning = None;
     let source = match (&args.config, args.watch) {

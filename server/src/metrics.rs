@@ -92,6 +92,9 @@ pub struct Decided<'a> {
     pub provider_error: bool,
     /// Shadow mode let a call through that the policy denied.
     pub would_deny: bool,
+    /// The call was not decided within `--decision-timeout-ms` (a provider
+    /// error too).
+    pub timed_out: bool,
     /// How long the decision took.
     pub took: Duration,
 }
@@ -103,6 +106,7 @@ pub struct Metrics {
     provider_errors: Family<String>,
     fail_open: Family<String>,
     would_deny: Family<String>,
+    timeouts: Family<String>,
     http: Family<(String, u16)>,
     latency: RwLock<BTreeMap<String, Arc<Histogram>>>,
 }
@@ -132,6 +136,9 @@ impl Metrics {
         }
         if call.would_deny {
             self.would_deny.add(provider.to_owned(), 1, None);
+        }
+        if call.timed_out {
+            self.timeouts.add(provider.to_owned(), 1, None);
         }
         let histogram = self.latency.read().unwrap_or_else(|e| e.into_inner()).get(provider).cloned();
         let histogram = histogram.unwrap_or_else(|| {
@@ -205,6 +212,11 @@ impl Metrics {
                 "Calls the policy denied that warn or observe mode let through.",
                 &self.would_deny,
             ),
+            (
+                "guardhost_decision_timeouts_total",
+                "Calls not decided within --decision-timeout-ms (answered as provider errors).",
+                &self.timeouts,
+            ),
         ] {
             header(&mut out, name, "counter", help);
             for (provider, n) in family.snapshot() {
@@ -272,6 +284,7 @@ mod tests {
             code,
             provider_error: false,
             would_deny: false,
+            timed_out: false,
             took: Duration::from_micros(30),
         }
     }
@@ -283,11 +296,17 @@ mod tests {
         metrics.decided(call("allow", "oap.allowed"));
         metrics.decided(call("deny", "say \"no\"\n\\"));
         metrics.decided(Decided { provider_error: true, ..call("allow", "oap.evaluator_error") });
+        metrics.decided(Decided {
+            provider_error: true,
+            timed_out: true,
+            ..call("deny", "oap.evaluator_error")
+        });
         metrics.answered("/v1/decide", 200);
         let text = metrics.render(3, 7);
         assert!(text.contains("guardhost_decisions_total{provider=\"allowlist\",outcome=\"allow\",code=\"oap.allowed\"} 2\n"), "{text}");
         assert!(text.contains("code=\"say \\\"no\\\"\\n\\\\\"} 1\n"), "{text}");
-        assert!(text.contains("guardhost_provider_errors_total{provider=\"allowlist\"} 1\n"), "{text}");
+        assert!(text.contains("guardhost_provider_errors_total{provider=\"allowlist\"} 2\n"), "{text}");
+        assert!(text.contains("guardhost_decision_timeouts_total{provider=\"allowlist\"} 1\n"), "{text}");
         assert!(text.contains("guardhost_fail_open_total{provider=\"allowlist\"} 1\n"), "{text}");
         assert!(text.contains("guardhost_provider_restarts_total 3\n"), "{text}");
         assert!(text.contains("guardhost_decision_log_dropped_total 7\n"), "{text}");
@@ -301,10 +320,10 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("guardhost_decision_seconds_bucket{provider=\"allowlist\",le=\"0.00005\"} 4\n"),
+            text.contains("guardhost_decision_seconds_bucket{provider=\"allowlist\",le=\"0.00005\"} 5\n"),
             "{text}"
         );
-        assert!(text.contains("guardhost_decision_seconds_count{provider=\"allowlist\"} 4\n"), "{text}");
+        assert!(text.contains("guardhost_decision_seconds_count{provider=\"allowlist\"} 5\n"), "{text}");
     }
 
     #[test]

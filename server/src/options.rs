@@ -27,6 +27,9 @@ impl std::fmt::Display for Listen {
 /// ask until the operator says so.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 
+/// The default `--decision-timeout-ms`.
+pub const DEFAULT_DECISION_TIMEOUT_MS: u64 = 5000;
+
 /// How the service runs.
 #[derive(Clone)]
 pub struct Options {
@@ -52,6 +55,9 @@ pub struct Options {
     /// Whether `/readyz` answers 200 while no guardrail is installed (every
     /// call allowed undecided); by default it answers 503 `unguarded`.
     pub allow_unguarded: bool,
+    /// How long one call's decision may take; past it, the call is answered
+    /// as a provider error (`fail_closed` decides).
+    pub decision_timeout: Duration,
 }
 
 impl std::fmt::Debug for Options {
@@ -66,6 +72,7 @@ impl std::fmt::Debug for Options {
             .field("request_timeout", &self.request_timeout)
             .field("drain_timeout", &self.drain_timeout)
             .field("allow_unguarded", &self.allow_unguarded)
+            .field("decision_timeout", &self.decision_timeout)
             .finish()
     }
 }
@@ -81,6 +88,7 @@ impl Default for Options {
             request_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(30),
             allow_unguarded: false,
+            decision_timeout: Duration::from_millis(DEFAULT_DECISION_TIMEOUT_MS),
         }
     }
 }

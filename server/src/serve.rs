@@ -2,6 +2,13 @@
 //! with a limit on how long a request's headers may take, and a graceful
 //! shutdown that stops accepting, says draining, and waits for the requests
 //! in flight.
+//!
+//! A connection holds a place among the served only once its first
+//! request's head has come: until then it waits among a bounded number of
+//! others (four times the places), the oldest closed when a new one needs
+//! room, so connections that send nothing cannot take the places. The last places (an eighth) are
+//! kept for connections whose first request carries the token (or needs
+//! none) or is a probe.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -87,14 +94,15 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Server { service, listener, local } = self;
         let graceful = GracefulShutdown::new();
-        let connections = Arc::new(Semaphore::new(service.options().max_connections));
+        let slots = Slots::new(service.options().max_connections);
+        let waiting = Arc::new(Waiting::new(waiting_limit(service.options().max_connections)));
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             let accepted = tokio::select! {
                 accepted = accept(&listener) => accepted,
                 () = &mut shutdown => break,
             };
-            let io = match accepted {
+            let mut io = match accepted {
                 Ok(io) => io,
                 Err(error) => {
                     // Out of descriptors, say: wait a moment rather than spin.
@@ -103,35 +111,54 @@ impl Server {
                     continue;
                 }
             };
-            let Ok(permit) = connections.clone().try_acquire_owned() else {
-                tokio::spawn(refuse_busy(io, service.options().max_connections));
-                continue;
-            };
-            let connection = {
-                let service = service.clone();
-                let options = service.options();
-                let io = Deadlined::new(io, options.request_timeout);
-                http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(options.request_timeout)
-                    .serve_connection(
-                        TokioIo::new(io),
-                        service_fn(move |request| {
-                            let service = service.clone();
-                            async move { Ok::<_, Infallible>(service.handle(request).await) }
-                        }),
-                    )
-            };
-            let connection = graceful.watch(connection);
-            tokio::spawn(async move {
-                if let Err(error) = connection.await {
+            // Its first request's head is read before it may hold a place:
+            // a connection that sends nothing, or nothing complete, waits
+            // among the `waiting` (the oldest closed when too many wait),
+            // never among the served.
+            let (service, slots, waiting_list) = (service.clone(), slots.clone(), Arc::clone(&waiting));
+            let watcher = graceful.watcher();
+            waiting.admit(move |id| async move {
+                let timeout = service.options().request_timeout;
+                let head = tokio::time::timeout(timeout, read_head(&mut io)).await;
+                if !waiting_list.leave(id) {
+                    return; // closed to make room for a newer connection
+                }
+                let head = match head {
+                    Ok(Ok(head)) => head,
+                    // Closed, broken, or no complete head in time.
+                    _ => return,
+                };
+                let trusted = head.is_probe() || service.authorized(head.authorization());
+                let io = Prefixed::new(head.bytes, io);
+                let Some(slot) = slots.take(trusted) else {
+                    refuse_busy(Box::new(io), service.options().max_connections).await;
+                    return;
+                };
+                let connection = {
+                    let service = service.clone();
+                    let options = service.options();
+                    let io = Deadlined::new(io, options.request_timeout);
+                    http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(options.request_timeout)
+                        .serve_connection(
+                            TokioIo::new(io),
+                            service_fn(move |request| {
+                                let service = service.clone();
+                                async move { Ok::<_, Infallible>(service.handle(request).await) }
+                            }),
+                        )
+                };
+                if let Err(error) = watcher.watch(connection).await {
                     tracing::debug!("connection ended: {error}");
                 }
-                drop(permit);
+                drop(slot);
             });
         }
         service.drain();
         drop(listener);
+        // Connections that never sent a request are closed, not waited for.
+        waiting.close_all();
         if let Listen::Unix(path) = &local {
             let _ = std::fs::remove_file(path);
         }
@@ -151,6 +178,227 @@ impl Server {
 pub async fn serve(service: Service, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
     Server::bind(service).await?.run(shutdown).await;
     Ok(())
+}
+
+/// The places connections are served in: `max_connections` in all, the
+/// last [`reserve`] of them only for connections whose first request is
+/// authenticated (or needs no token) or a probe (`GET /healthz`,
+/// `/readyz`), so clients without the token cannot take them all.
+#[derive(Clone)]
+struct Slots {
+    open: Arc<Semaphore>,
+    reserved: Arc<Semaphore>,
+}
+
+/// The places kept for authenticated clients and probes: an eighth of
+/// `max_connections`, at least one when there are two or more.
+pub fn reserve(max_connections: usize) -> usize {
+    if max_connections < 2 {
+        0
+    } else {
+        (max_connections / 8).max(1)
+    }
+}
+
+/// A place held: given back when dropped.
+#[allow(dead_code)] // held for its drop
+struct Slot(tokio::sync::OwnedSemaphorePermit);
+
+impl Slots {
+    fn new(max_connections: usize) -> Self {
+        let reserved = reserve(max_connections);
+        Slots {
+            open: Arc::new(Semaphore::new(max_connections - reserved)),
+            reserved: Arc::new(Semaphore::new(reserved)),
+        }
+    }
+
+    /// A place for a connection (`trusted`: authenticated or a probe), if
+    /// one is free for it.
+    fn take(&self, trusted: bool) -> Option<Slot> {
+        let open = self.open.clone().try_acquire_owned();
+        match open {
+            Ok(permit) => Some(Slot(permit)),
+            Err(_) if trusted => self.reserved.clone().try_acquire_owned().ok().map(Slot),
+            Err(_) => None,
+        }
+    }
+}
+
+/// How many connections may wait for their first request's head to come:
+/// four times `max_connections` (at least 8).
+pub fn waiting_limit(max_connections: usize) -> usize {
+    max_connections.saturating_mul(4).max(8)
+}
+
+/// Connections whose first request's head is being read: at most `limit`;
+/// a new one past it closes the one that has waited longest.
+struct Waiting {
+    limit: usize,
+    next: std::sync::atomic::AtomicU64,
+    tasks: std::sync::Mutex<std::collections::BTreeMap<u64, tokio::task::AbortHandle>>,
+}
+
+impl Waiting {
+    fn new(limit: usize) -> Self {
+        Waiting {
+            limit: limit.max(1),
+            next: std::sync::atomic::AtomicU64::new(0),
+            tasks: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+        }
+    }
+
+    /// Starts the task `start(id)` makes, among the waiting.
+    fn admit<F, Fut>(&self, start: F)
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Under the lock, so that the task cannot leave before it is in.
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        while tasks.len() >= self.limit {
+            let Some((_, oldest)) = tasks.pop_first() else { break };
+            oldest.abort();
+        }
+        let task = tokio::spawn(start(id));
+        tasks.insert(id, task.abort_handle());
+    }
+
+    /// Closes every connection still waiting (at shutdown).
+    fn close_all(&self) {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in tasks.into_values() {
+            task.abort();
+        }
+    }
+
+    /// Leaves the waiting; `false` when it was closed for a newer one.
+    fn leave(&self, id: u64) -> bool {
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner()).remove(&id).is_some()
+    }
+}
+
+/// The largest request head read before a connection is given a place;
+/// a longer one is not searched for a token (hyper answers it).
+const MAX_HEAD: usize = 16 << 10;
+
+/// What came before a connection's first request's body.
+struct Head {
+    /// Everything read so far (the head, maybe some of the body).
+    bytes: Vec<u8>,
+    /// Where the head ends in `bytes` (`None`: longer than [`MAX_HEAD`]).
+    end: Option<usize>,
+}
+
+impl Head {
+    fn text(&self) -> &[u8] {
+        self.end.map_or(&[][..], |end| &self.bytes[..end])
+    }
+
+    fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.text().split(|&b| b == b'\n').map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+    }
+
+    /// `GET /healthz` or `GET /readyz`.
+    fn is_probe(&self) -> bool {
+        let Some(line) = self.lines().next() else { return false };
+        let mut parts = line.split(|&b| b == b' ');
+        let (method, target) = (parts.next(), parts.next().unwrap_or_default());
+        let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+        method == Some(&b"GET"[..]) && (path == b"/healthz" || path == b"/readyz")
+    }
+
+    /// The `Authorization` header's value, if there is one.
+    fn authorization(&self) -> Option<&[u8]> {
+        self.lines().skip(1).find_map(|line| {
+            let colon = line.iter().position(|&b| b == b':')?;
+            let (name, value) = line.split_at(colon);
+            name.eq_ignore_ascii_case(b"authorization").then(|| value[1..].trim_ascii())
+        })
+    }
+}
+
+/// Reads until the end of the first request's head (or [`MAX_HEAD`]
+/// bytes); an error when the connection ends first.
+async fn read_head(io: &mut Box<dyn Stream>) -> io::Result<Head> {
+    let mut bytes = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let read = io.read(&mut chunk).await?;
+        if read == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let searched_from = bytes.len().saturating_sub(3);
+        bytes.extend_from_slice(&chunk[..read]);
+        if let Some(at) = bytes[searched_from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let end = searched_from + at + 4;
+            return Ok(Head { bytes, end: Some(end) });
+        }
+        if bytes.len() > MAX_HEAD {
+            return Ok(Head { bytes, end: None });
+        }
+    }
+}
+
+/// A connection whose first bytes were read already: they come first.
+struct Prefixed<S> {
+    read: Vec<u8>,
+    at: usize,
+    io: S,
+}
+
+impl<S> Prefixed<S> {
+    fn new(read: Vec<u8>, io: S) -> Self {
+        Prefixed { read, at: 0, io }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.at < self.read.len() {
+            let n = buf.remaining().min(self.read.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.read[at..at + n]);
+            self.at += n;
+            if self.at == self.read.len() {
+                self.read = Vec::new();
+                self.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, bytes)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buffers: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, buffers)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
 }
 
 /// A connection from either listener.

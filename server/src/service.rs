@@ -7,11 +7,13 @@ use std::time::Instant;
 use bytes::Bytes;
 use guardhost::answer::{self, Handled, OutputFormat};
 use guardhost::jsonl::parse_line;
+use guardhost::{Guardrail, Isolation, ProviderFailure, ProviderInfo, ProviderSource, ToolCallRequest};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::value::RawValue;
+use tokio::sync::Semaphore;
 
 use crate::metrics::{Decided, Metrics};
 use crate::options::Options;
@@ -24,6 +26,42 @@ pub struct Service {
     options: Arc<Options>,
     metrics: Arc<Metrics>,
     draining: Arc<AtomicBool>,
+    /// Places on the threads that decide for providers whose calls block.
+    deciders: Arc<Semaphore>,
+}
+
+/// Calls of providers that block (in-process libraries without
+/// `provider.timeout_ms`) decided at once, each on a thread of its own;
+/// more wait for a place, within their deadline. A call stuck in such a
+/// provider keeps its place (nothing can stop a thread in foreign code).
+pub const DECISION_THREADS: usize = 256;
+
+/// Where a provider's calls are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// On the I/O thread: the built-in provider, the host's own code, which
+    /// takes microseconds and cannot block.
+    Here,
+    /// On the I/O thread through the provider's async path, which waits
+    /// without blocking it: a provider process (`isolation: process`,
+    /// `command:`), or one with `provider.timeout_ms` (its calls run on its
+    /// own evaluation threads).
+    Awaited,
+    /// On a decision thread: an in-process library, whose calls may take
+    /// any time.
+    Thread,
+}
+
+impl Placement {
+    fn of(info: &ProviderInfo) -> Placement {
+        if info.isolation == Isolation::Process || info.timeout_ms.is_some() {
+            Placement::Awaited
+        } else if matches!(info.source, ProviderSource::Builtin { .. }) {
+            Placement::Here
+        } else {
+            Placement::Thread
+        }
+    }
 }
 
 /// A response of this service.
@@ -68,7 +106,13 @@ const ROUTES: [&str; 6] =
 impl Service {
     /// A service deciding with `source`'s guardrail.
     pub fn new(source: Source, options: Options, metrics: Arc<Metrics>) -> Self {
-        Service { source, options: Arc::new(options), metrics, draining: Arc::new(AtomicBool::new(false)) }
+        Service {
+            source,
+            options: Arc::new(options),
+            metrics,
+            draining: Arc::new(AtomicBool::new(false)),
+            deciders: Arc::new(Semaphore::new(DECISION_THREADS)),
+        }
     }
 
     /// The options it runs with.
@@ -173,15 +217,21 @@ impl Service {
         json(status, body.to_string().into_bytes())
     }
 
-    /// The bearer token, when one is set, compared in constant time.
-    fn authorize(&self, request: &Request<Incoming>) -> Result<(), Refusal> {
-        let Some(token) = &self.options.token else { return Ok(()) };
-        let given = request.headers().get(AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-        let matches = given.is_some_and(|given| {
+    /// Whether a request with this `Authorization` header value (`None`:
+    /// without one) may use the routes a token guards: always when no
+    /// token is set; the token compared in constant time.
+    pub fn authorized(&self, authorization: Option<&[u8]>) -> bool {
+        let Some(token) = &self.options.token else { return true };
+        let given = authorization.and_then(|v| v.strip_prefix(b"Bearer "));
+        given.is_some_and(|given| {
             given.len() == token.len()
                 && given.iter().zip(token.as_bytes()).fold(0u8, |diff, (a, b)| diff | (a ^ b)) == 0
-        });
-        if matches {
+        })
+    }
+
+    /// The bearer token, when one is set, compared in constant time.
+    fn authorize(&self, request: &Request<Incoming>) -> Result<(), Refusal> {
+        if self.authorized(request.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
             Ok(())
         } else {
             Err(Refusal::new(
@@ -231,8 +281,12 @@ impl Service {
         let guardrail = self.source.current();
         let middleware = guardrail.as_deref().map(|g| &g.middleware);
         let started = Instant::now();
+        let mut timed_out = false;
         let handled = match parse_line(number, bytes) {
-            Ok(call) => answer::adecide(middleware, call).await,
+            Ok(call) => match guardrail.as_deref() {
+                Some(guardrail) => self.decide_call(guardrail, call, &mut timed_out).await,
+                None => answer::adecide(middleware, call).await,
+            },
             Err(message) => {
                 let (id, name) = answer::readable_id_and_name(bytes);
                 Handled::Malformed { id, name, message }
@@ -252,10 +306,80 @@ impl Service {
             Handled::Interrupted { .. } => ("interrupt", "", false, false, true),
             Handled::Malformed { .. } | Handled::Failed { .. } => ("error", "", false, false, false),
         };
-        self.metrics.decided(Decided { provider, outcome, code, provider_error, would_deny, took });
+        self.metrics.decided(Decided {
+            provider,
+            outcome,
+            code,
+            provider_error,
+            would_deny,
+            timed_out,
+            took,
+        });
         // Writing a document of strings and JSON values cannot fail.
         let _ = answer::write(out, OutputFormat::Decisions, number, &handled);
         usable
+    }
+
+    /// Decides `call` with `guardrail` off the I/O threads' way (see
+    /// [`Placement`]), within `--decision-timeout-ms`: past it, the call is
+    /// answered as a provider error, which `fail_closed` decides, and
+    /// `timed_out` is set.
+    async fn decide_call(
+        &self,
+        guardrail: &Guardrail,
+        call: ToolCallRequest,
+        timed_out: &mut bool,
+    ) -> Handled {
+        let middleware = &guardrail.middleware;
+        let limit = self.options.decision_timeout;
+        let late = || {
+            ProviderFailure::error(format!(
+                "provider '{}' did not decide within {} ms (--decision-timeout-ms)",
+                guardrail.info.name,
+                limit.as_millis()
+            ))
+        };
+        let decided = match Placement::of(&guardrail.info) {
+            Placement::Here => middleware.adecide(&call).await,
+            Placement::Awaited => match tokio::time::timeout(limit, middleware.adecide(&call)).await {
+                Ok(decided) => decided,
+                // The provider's call was dropped, unanswered: this is its
+                // answer (audited and logged once).
+                Err(_) => {
+                    *timed_out = true;
+                    middleware.adecide_with(&call, |_| std::future::ready(Err(late()))).await
+                }
+            },
+            Placement::Thread => {
+                let deadline = tokio::time::Instant::now() + limit;
+                let deciders = Arc::clone(&self.deciders);
+                middleware
+                    .adecide_with(&call, |evaluation| async move {
+                        let on_a_thread = async move {
+                            // Waiting for a place counts against the deadline.
+                            let place = deciders.acquire_owned().await;
+                            tokio::task::spawn_blocking(move || {
+                                let _place = place;
+                                evaluation.run()
+                            })
+                            .await
+                        };
+                        match tokio::time::timeout_at(deadline, on_a_thread).await {
+                            Ok(Ok(evaluation)) => evaluation,
+                            Ok(Err(error)) => Err(ProviderFailure::error(format!(
+                                "provider '{}': its decision thread failed: {error}",
+                                guardrail.info.name
+                            ))),
+                            Err(_) => {
+                                *timed_out = true;
+                                Err(late())
+                            }
+                        }
+                    })
+                    .await
+            }
+        };
+        answer::handled(call, Some(decided))
     }
 
     async fn decide_one(&self, body: &[u8]) -> Reply {
@@ -272,8 +396,9 @@ impl Service {
             #[serde(borrow)]
             calls: Vec<&'a RawValue>,
         }
-        let Ok(Batch { calls }) = serde_json::from_slice::<Batch<'_>>(body) else {
-            return bad_batch();
+        let calls = match serde_json::from_slice::<Batch<'_>>(body) {
+            Ok(Batch { calls }) => calls,
+            Err(error) => return bad_batch(&error),
         };
         if calls.len() > self.options.max_batch {
             return Refusal::new(
@@ -300,11 +425,19 @@ impl Service {
     }
 }
 
-fn bad_batch() -> Reply {
+fn bad_batch(error: &serde_json::Error) -> Reply {
+    // Only this error is named: others may quote the body at any length.
+    let why = error.to_string();
+    let twice = match why.strip_prefix("duplicate field ") {
+        Some(rest) => {
+            format!(" (duplicate key {}: a key may appear once)", rest.split(' ').next().unwrap_or(""))
+        }
+        None => String::new(),
+    };
     Refusal::new(
         StatusCode::BAD_REQUEST,
         "bad_batch",
-        "a batch is {\"calls\": [call, ...]}, each call what POST /v1/decide takes",
+        format!("a batch is {{\"calls\": [call, ...]}}, each call what POST /v1/decide takes{twice}"),
     )
     .reply()
 }

@@ -199,10 +199,17 @@ fn large_slow_and_too_many_requests_are_refused_and_cannot_hold_the_server() {
     assert_eq!((response.status, response.json()["error"]["kind"].clone()), (408, json!("slow_body")));
 
     // Connections beyond the limit are answered 503 at once; the ones
-    // within are served as usual once the idle ones are dropped (by the
+    // within are served as usual once the busy ones are dropped (by the
     // client here; after the request timeout, the server drops them too).
+    // (A connection holds a place once its request has begun.)
     let busy = Server::start(&["--config", path.to_str().unwrap(), "--max-connections", "8"]);
-    let idle: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(&busy.address).unwrap()).collect();
+    let idle: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut begun = TcpStream::connect(&busy.address).unwrap();
+            begun.write_all(b"POST /v1/decide HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{").unwrap();
+            begun
+        })
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(5);
     let response = loop {
         // Until the server has taken the 8 (it accepts them in its own time).

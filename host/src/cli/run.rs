@@ -4,13 +4,13 @@
 //! `docs/protocol.md`).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use guardhost::answer::{self, Counts, Handled, OutputFormat};
-use guardhost::jsonl::parse_line;
+use guardhost::jsonl::{parse_line, read_line, Line};
 use guardhost::{
     Guardrail, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderInfo, ProviderSource, Reloader,
     ToolCallRequest,
@@ -45,6 +45,21 @@ pub struct RunArgs {
     use_async: bool,
     #[arg(long, help = super::REQUIRE_HELP)]
     require_guardrail: bool,
+    /// The longest input line, in bytes (without its line end); a longer
+    /// one is answered with an error in its place, without being held in
+    /// memory or echoed back.
+    #[arg(long, value_name = "BYTES", default_value_t = guardhost::jsonl::DEFAULT_MAX_LINE_BYTES,
+          value_parser = line_limit)]
+    max_line_bytes: usize,
+}
+
+/// `--max-line-bytes`: a whole number of bytes, at least 1.
+fn line_limit(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("a line limit of 0 bytes would refuse every line; give at least 1".into()),
+        Ok(limit) => Ok(limit),
+        Err(_) => Err(format!("`{text}` is not a number of bytes (e.g. 4194304 for 4 MiB)")),
+    }
 }
 
 /// How often --watch looks at the files.
@@ -156,19 +171,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         if reader.buffer().is_empty() {
             out.flush().map_err(write_error)?;
         }
-        bytes.clear();
-        let read = reader
-            .read_until(b'\n', &mut bytes)
+        let read = read_line(&mut reader, &mut bytes, args.max_line_bytes)
             .map_err(|source| CliError::Io { what: "cannot read input".into(), source })?;
-        if read == 0 {
-            break;
-        }
+        let Some(read) = read else { break };
         let number = counts.lines + 1;
-        if bytes.last() == Some(&b'\n') {
-            bytes.pop();
-            if bytes.last() == Some(&b'\r') {
-                bytes.pop();
-            }
+        if let Line::TooLong { length } = read {
+            let (message, id, name) = guardhost::jsonl::too_long(number, length, args.max_line_bytes, &bytes);
+            let handled = Handled::Malformed { id, name, message };
+            counts.add(&handled);
+            answer::write(&mut out, args.output, number, &handled).map_err(|e| write_error(e.into()))?;
+            out.write_all(b"\n").map_err(write_error)?;
+            continue;
         }
         let current = reloader.as_ref().and_then(|r| r.current());
         let flush = match &current {

@@ -48,6 +48,33 @@ impl std::fmt::Debug for GuardrailMiddleware {
     }
 }
 
+/// One call's evaluation by the provider, owned, to run anywhere (see
+/// [`GuardrailMiddleware::adecide_with`]).
+pub struct ToEvaluate {
+    provider: Arc<dyn GuardrailProvider>,
+    request: Arc<GuardrailRequest>,
+}
+
+impl std::fmt::Debug for ToEvaluate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the request's arguments.
+        f.debug_struct("ToEvaluate").field("provider", &self.provider.name()).finish_non_exhaustive()
+    }
+}
+
+impl ToEvaluate {
+    /// The provider's name.
+    pub fn provider_name(&self) -> &str {
+        self.provider.name()
+    }
+
+    /// Runs the provider's async path (`aevaluate`) to its end on this
+    /// thread, a panic caught as a provider error.
+    pub fn run(self) -> Evaluation {
+        crate::provider::evaluate_here(&*self.provider, &self.request, true)
+    }
+}
+
 /// What the middleware decided about one call, before any handler ran.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
@@ -325,6 +352,30 @@ impl GuardrailMiddleware {
             }
         };
         decided
+    }
+
+    /// [`Self::adecide`], with the provider's evaluation handed to
+    /// `evaluate` as an [`Evaluation`] to run: on another thread, say, or
+    /// given up on at a deadline. What `evaluate` returns is the
+    /// provider's answer: an `Err` is a provider error, decided by
+    /// `fail_closed`, audited and logged as any other, once.
+    pub async fn adecide_with<F, Fut>(
+        &self,
+        call: &ToolCallRequest,
+        evaluate: F,
+    ) -> Result<(GuardrailDecision, bool), ToolCallError>
+    where
+        F: FnOnce(ToEvaluate) -> Fut,
+        Fut: std::future::Future<Output = Evaluation>,
+    {
+        let started = self.started();
+        let now = Timestamp::now();
+        let view = CallView::new(call, &call.tool_call.args, self.passport.as_deref(), now.as_str())?;
+        let request = Arc::new(view.to_request());
+        let evaluation =
+            evaluate(ToEvaluate { provider: Arc::clone(&self.provider), request: Arc::clone(&request) })
+                .await;
+        self.conclude(&view, evaluation, "async", started, || Cow::Borrowed(&*request))
     }
 
     /// Gives `call` its arguments back; the denial message when denied.

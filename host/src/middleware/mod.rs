@@ -8,7 +8,7 @@ use std::error::Error;
 use std::future::Future;
 use std::sync::Arc;
 
-pub use guardrail::{denied_message, shadowed, GuardrailMiddleware, Verdict};
+pub use guardrail::{denied_message, shadowed, GuardrailMiddleware, ToEvaluate, Verdict};
 pub use layer::{GuardrailLayer, GuardrailService};
 
 use crate::provider::{BoxFuture, Interrupt};

@@ -14,7 +14,10 @@ A decision is the document ``guardhost run --output decisions`` prints for
 the same call (docs/protocol.md): ``outcome`` is ``allow``, ``deny``,
 ``interrupt`` or ``error`` (a call that is not one; ``error.message`` says
 why). A refusal of the request itself (a wrong token, a body too large, a
-server draining for a shutdown) raises :class:`ServiceError`.
+server draining for a shutdown) raises :class:`ServiceError`. An answer
+that is not one JSON document with each key once in every object raises
+:class:`GuardhostError` naming the key (``json.loads`` would keep the last
+of two ``outcome``s silently).
 """
 
 from __future__ import annotations
@@ -39,6 +42,38 @@ class ServiceError(GuardhostError):
         super().__init__(f"{status} {kind}: {message}")
         self.status = status
         self.kind = kind
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """An object's (key, value) pairs, in order, before they are a dict."""
+
+
+def _loads_unique(data: bytes, what: str) -> Any:
+    """``json.loads(data)``, refusing an object with a key twice at any depth
+    (``json.loads`` keeps the last one silently): the error names the key
+    and where it is (``decisions[1].outcome``). One pass over the document."""
+    try:
+        tree = json.loads(data, object_pairs_hook=_Pairs)
+    except ValueError as error:
+        raise GuardhostError(f"{what}: the answer is not JSON ({error})") from None
+
+    def build(value: Any, at: str) -> Any:
+        if isinstance(value, _Pairs):
+            mapping: dict[str, Any] = {}
+            for key, item in value:
+                where = f"{at}.{key}" if at else key
+                if key in mapping:
+                    raise GuardhostError(
+                        f"{what}: the answer has the key `{where}` twice; a key may appear once, "
+                        "or two readers could act on different values (is something between you and the server?)"
+                    )
+                mapping[key] = build(item, where)
+            return mapping
+        if isinstance(value, list):
+            return [build(item, f"{at}[{i}]") for i, item in enumerate(value)]
+        return value
+
+    return build(tree, "")
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -107,7 +142,7 @@ class DecisionClient:
 
     def _json(self, method: str, path: str, body: Any = None, accept: tuple[int, ...] = (200,)) -> Any:
         status, data = self._request(method, path, body)
-        document = json.loads(data) if data else None
+        document = _loads_unique(data, f"{method} {path}") if data else None
         if status in accept:
             return document
         error = (document or {}).get("error", {}) if isinstance(document, dict) else {}
