@@ -483,7 +483,7 @@ fn a_path_jail_that_shares_the_path_between_calls_is_flagged_every_time() {
             first.contains(".path=") && first.contains("evaluated at the same time"),
             "run {run}: {first}"
         );
-        assert!(threads.reason.contains("path 16 in 2 answers"), "run {run}: {}", threads.reason);
+        assert!(threads.reason.contains("path 16, from 2 distinct answers"), "run {run}: {}", threads.reason);
         // The configured root is named by its key, never shown.
         let shown = format!("{} {}", threads.reason, threads.details.join(" "));
         assert!(!shown.contains("/mnt/user-data") && shown.contains("under root"), "run {run}: {shown}");
@@ -534,5 +534,5 @@ fn the_thread_check_raises_no_false_alarm() {
     // The control jail's path mix holds both answers: it was tried.
     let report = run(&subjects[8].0, object(subjects[8].1.clone()));
     let reason = &report.case(CaseId::ThreadSafety).unwrap().reason;
-    assert!(reason.contains("path 16 in 2 answers"), "{reason}");
+    assert!(reason.contains("path 16, from 2 distinct answers"), "{reason}");
 }

@@ -186,7 +186,9 @@ impl Plan {
         if !mixes.is_empty() {
             let kinds: Vec<String> = mixes
                 .iter()
-                .map(|m| format!("{} {} in {} answers", m.kind.label(), m.requests.len(), m.answers))
+                .map(|m| {
+                    format!("{} {}, from {} distinct answers", m.kind.label(), m.requests.len(), m.answers)
+                })
                 .collect();
             description.push_str(&format!(
                 "requests decided differently alone, side by side, kind by kind ({}; {from_config} from the \

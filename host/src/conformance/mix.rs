@@ -441,29 +441,47 @@ pub(crate) fn select(candidates: &[Candidate], first: &[Outcome], second: &[Outc
             selection.alike.push(kind);
             continue;
         }
+        let count = answers.len();
+        // Allowed requests and the others in turn, so that an allow and a
+        // denial sit side by side even when denials differ in their words;
+        // each side takes its distinct answers in turn.
+        let (allows, others): (Vec<_>, Vec<_>) =
+            answers.into_iter().partition(|(o, _)| matches!(o, Outcome::Decided(d) if d.allow));
+        let (mut allows, mut others) = (in_turn(allows).into_iter(), in_turn(others).into_iter());
         let mut requests = Vec::new();
         let mut from_config = 0;
-        'taking: for round in 0.. {
-            let mut took = false;
-            for (outcome, members) in &answers {
-                if let Some(candidate) = members.get(round) {
-                    if candidate.origin == Origin::Config {
-                        from_config += 1;
-                    }
-                    requests.push((candidate.probe.clone(), outcome.clone()));
-                    took = true;
-                    if requests.len() == PER_KIND {
-                        break 'taking;
-                    }
-                }
-            }
-            if !took {
+        while requests.len() < PER_KIND {
+            let (a, o) = (allows.next(), others.next());
+            if a.is_none() && o.is_none() {
                 break;
             }
+            for (candidate, outcome) in a.into_iter().chain(o) {
+                if requests.len() < PER_KIND {
+                    from_config += usize::from(candidate.origin == Origin::Config);
+                    requests.push((candidate.probe.clone(), outcome));
+                }
+            }
         }
-        selection.mixes.push(Mix { kind, requests, answers: answers.len(), from_config });
+        selection.mixes.push(Mix { kind, requests, answers: count, from_config });
     }
     selection
+}
+
+/// The members of `answers`, one of each answer in turn.
+fn in_turn(answers: Vec<(Outcome, Vec<&Candidate>)>) -> Vec<(&Candidate, Outcome)> {
+    let mut out = Vec::new();
+    for round in 0.. {
+        let before = out.len();
+        for (outcome, members) in &answers {
+            if let Some(&candidate) = members.get(round) {
+                out.push((candidate, outcome.clone()));
+            }
+        }
+        if out.len() == before || out.len() >= PER_KIND {
+            break;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -548,6 +566,21 @@ mod tests {
             .requests
             .iter()
             .all(|(p, _)| !p.request.tool_input["path"].as_str().unwrap_or("").starts_with("/tmp")));
+        // Denials worded after their path: an allow still sits beside each.
+        let worded = |c: &Candidate| {
+            let path = c.probe.request.tool_input.get("path").and_then(Value::as_str).unwrap_or("");
+            let allow = path.starts_with("/mnt/user-data/");
+            let code = if allow { "oap.allowed" } else { "oap.path_not_allowed" };
+            Outcome::Decided(GuardrailDecision::with_reason(allow, code, if allow { "" } else { path }))
+        };
+        let answers: Vec<Outcome> = candidates.iter().map(worded).collect();
+        let worded = select(&candidates, &answers, &answers);
+        let path = worded.mixes.iter().find(|m| m.kind == Kind::Path).expect("a path mix");
+        assert!(path.answers > 10, "{}", path.answers);
+        for (i, (probe, outcome)) in path.requests.iter().enumerate() {
+            let Outcome::Decided(decision) = outcome else { panic!("{outcome:?}") };
+            assert_eq!(decision.allow, i % 2 == 0, "{i}: {}", probe.name);
+        }
         // Commands and URLs carry no path here: all decided alike.
         assert!(selection.alike.contains(&Kind::Command) && selection.alike.contains(&Kind::Url));
     }
