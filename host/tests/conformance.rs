@@ -457,3 +457,82 @@ fn a_race_under_one_config_is_found_when_that_config_is_given_too() {
     assert_eq!(value["reports"][0]["passed"], json!(true));
     assert_eq!(value["reports"][1]["config"], json!("config 2 of 2 (--config #2)"));
 }
+
+/// A path jail that keeps the path in shared state: the everyday calls'
+/// paths are all inside its root, so only a mix of path-bearing requests it
+/// allows and denies, replayed side by side, shows the race. Several runs
+/// in a row, in process and in a provider process, so a catch is not luck.
+#[test]
+fn a_path_jail_that_shares_the_path_between_calls_is_flagged_every_time() {
+    let _one = exclusive();
+    let jail = zoo("RacyPathJail");
+    let config = object(json!({"root": "/mnt/user-data"}));
+    let in_process = options();
+    let isolated = Options { isolation: guardhost::Isolation::Process, ..options() };
+    for (run, options) in (0..5).map(|run| (run, &in_process)).chain((5..8).map(|run| (run, &isolated))) {
+        let report = conformance::run(&jail, &config, options);
+        let threads = report.case(CaseId::ThreadSafety).unwrap();
+        assert_eq!(threads.status, Status::Fail, "run {run}: {}", report.to_text());
+        // Nothing else failed: alone, the jail decides right.
+        let failed: Vec<_> = report.cases.iter().filter(|c| c.status == Status::Fail).map(|c| c.id).collect();
+        assert_eq!(failed, [CaseId::ThreadSafety], "run {run}: {}", report.to_text());
+        // The flipped pairs are named: a path-bearing request that got the
+        // answer of another evaluated at the same time.
+        let first = &threads.details[0];
+        assert!(
+            first.contains(".path=") && first.contains("evaluated at the same time"),
+            "run {run}: {first}"
+        );
+        assert!(threads.reason.contains("path 16, from 2 distinct answers"), "run {run}: {}", threads.reason);
+        // The configured root is named by its key, never shown.
+        let shown = format!("{} {}", threads.reason, threads.details.join(" "));
+        assert!(!shown.contains("/mnt/user-data") && shown.contains("under root"), "run {run}: {shown}");
+    }
+}
+
+/// Correct providers pass the thread check, whatever mix their config
+/// gives it: the workspace's plugins, the zoo members whose fault is not a
+/// race, and the same jail keeping the path in the call; in process and in
+/// a provider process.
+#[test]
+fn the_thread_check_raises_no_false_alarm() {
+    let _one = exclusive();
+    let passport = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/oap/passport.json");
+    let allowlist = use_of("guardhost_allowlist", "AllowlistProvider");
+    let mut subjects = vec![
+        (allowlist.clone(), json!({"denied_tools": ["bash", "write_file"]})),
+        (allowlist, json!({"allowed_tools": ["read_file", "ls"]})),
+        ("builtin:AllowlistProvider".to_owned(), json!({"denied_tools": ["bash"]})),
+        (use_of("blocked_prefixes", "MyGuardrailProvider"), json!({"blocked_prefixes": ["bash", "write_"]})),
+        (use_of("c_allowlist", "CAllowlistProvider"), json!({"denied_tools": ["bash"]})),
+        (use_of("cpp_blocked_prefixes", "CppBlockedPrefixes"), json!({"blocked_prefixes": ["bash"]})),
+        (use_of("guardhost_oap", "OAPGuardrailProvider"), json!({ "passport_path": passport })),
+        (
+            use_of("guardhost_provider_template", "TemplateProvider"),
+            json!({"denied_tools": ["write_file"], "blocked_patterns": ["rm -rf"]}),
+        ),
+        (zoo("RacyPathJail"), json!({"root": "/mnt/user-data", "keep_in_call": true})),
+        (zoo("RacyUnderOneConfig"), json!({})),
+    ];
+    for symbol in ["SyncAsyncDisagree", "EmptyReasons", "BadCodes", "IgnoresUnknownKeys", "VolatileDeclared"]
+    {
+        subjects.push((zoo(symbol), json!({})));
+    }
+    let isolated = Options { isolation: guardhost::Isolation::Process, ..options() };
+    for (use_, config) in &subjects {
+        let report = run(use_, object(config.clone()));
+        let threads = report.case(CaseId::ThreadSafety).unwrap();
+        assert_eq!(threads.status, Status::Pass, "{use_} {config}: {}", report.to_text());
+    }
+    // In a provider process, those whose mixes hold the most answers.
+    for (use_, config) in [&subjects[0], &subjects[6], &subjects[8]] {
+        let report = conformance::run(use_, &object(config.clone()), &isolated);
+        let threads = report.case(CaseId::ThreadSafety).unwrap();
+        assert_eq!(threads.status, Status::Pass, "{use_} {config}: {}", report.to_text());
+        assert!(threads.reason.contains("side by side"), "{use_}: {}", threads.reason);
+    }
+    // The control jail's path mix holds both answers: it was tried.
+    let report = run(&subjects[8].0, object(subjects[8].1.clone()));
+    let reason = &report.case(CaseId::ThreadSafety).unwrap().reason;
+    assert!(reason.contains("path 16, from 2 distinct answers"), "{reason}");
+}

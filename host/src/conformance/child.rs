@@ -13,9 +13,10 @@ use super::construction::{bad_values, key_list, name, with, UNKNOWN_KEY};
 use super::measure::{self, Resident};
 use super::report::shorten;
 use super::{CaseId, Finding, Options, Recorder};
-use crate::config::{Isolation, ProviderSpec};
+use crate::config::{Isolation, ProviderSpec, Transport};
 use crate::instantiate::{BuildError, LoadedProvider, ProviderInfo, FRAMEWORK_KEY};
 use crate::isolation::{server_program, ProcessProvider};
+use crate::provider::GuardrailProvider;
 
 /// How the loader's permission error ends (`LoadErrorKind::Permissions`).
 const YAML_INSECURE_HINT: &str = "or set `provider.allow_insecure_permissions: true`";
@@ -51,6 +52,36 @@ enum Start {
 }
 
 fn start(target: Target<'_>, config: Map<String, Value>, options: &Options) -> Start {
+    start_over(target, config, options, None)
+}
+
+/// A second provider process for the thread check, for a library: over
+/// the pipes, where the process evaluates every call in flight on a thread
+/// of its own. Over shared memory a fast provider's calls are mostly taken
+/// one after another by one thread, which would hide a race the host can
+/// still meet (a slow call, or the pipes). `None` for a provider program,
+/// whose calls take the pipes already.
+pub(crate) fn concurrent(
+    target: Target<'_>,
+    config: &Map<String, Value>,
+    options: &Options,
+) -> Option<Result<Arc<dyn GuardrailProvider>, String>> {
+    let Target::Library(_) = target else { return None };
+    Some(match start_over(target, config.clone(), options, Some(Transport::Pipes)) {
+        Start::Ready(ready) => Ok(Arc::new(ready.0)),
+        Start::Refused(message) | Start::Panicked(message) | Start::Broken(message) => Err(format!(
+            "a second provider process, over the pipes, could not be started: {}",
+            shorten(&message, 500)
+        )),
+    })
+}
+
+fn start_over(
+    target: Target<'_>,
+    config: Map<String, Value>,
+    options: &Options,
+    transport: Option<Transport>,
+) -> Start {
     let timeout_ms = Some(options.call_timeout.as_millis().max(1) as u64);
     let started = match target {
         Target::Program(command) => {
@@ -61,6 +92,7 @@ fn start(target: Target<'_>, config: Map<String, Value>, options: &Options) -> S
             let spec = ProviderSpec {
                 timeout_ms,
                 isolation: Isolation::Process,
+                transport,
                 allow_insecure_permissions: options.allow_insecure_permissions,
                 ..ProviderSpec::new(use_, config)
             };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::call::{with_deadline, NoAnswer};
 use super::corpus::{corpus, Probe};
 use super::report::shorten;
-use super::{fuzz, measure};
+use super::{fuzz, measure, mix};
 use super::{CaseId, Finding, Options, Recorder};
 use crate::instantiate::LoadedProvider;
 use crate::provider::{block_on, GuardrailProvider, ProviderFailure};
@@ -149,8 +149,10 @@ fn no_answers(outcomes: &[Outcome]) -> BTreeSet<usize> {
 pub(crate) fn check(
     recorder: &mut Recorder,
     loaded: &LoadedProvider,
+    config: &serde_json::Map<String, serde_json::Value>,
     options: &Options,
     resident: &measure::Resident,
+    concurrent: Option<Result<Arc<dyn GuardrailProvider>, String>>,
 ) {
     let provider = &loaded.provider;
     let volatile = Arc::new(loaded.info.volatile_metadata_keys.clone());
@@ -164,6 +166,11 @@ pub(crate) fn check(
     let everyday_probes: Arc<Vec<Probe>> = Arc::new(probes.iter().filter(|p| p.everyday).cloned().collect());
     let once = pass(provider, &everyday_probes, &BTreeSet::new(), Path::Sync, &volatile, options);
     let twice = pass(provider, &everyday_probes, &no_answers(&once), Path::Sync, &volatile, options);
+    // Tools that hung on an everyday call are not asked again below.
+    let hung_tools: BTreeSet<String> = no_answers(&once)
+        .union(&no_answers(&twice))
+        .map(|&i| everyday_probes[i].request.tool_name.clone())
+        .collect();
     let everyday: Vec<(Probe, Option<Outcome>)> = everyday_probes
         .iter()
         .zip(once.into_iter().zip(twice))
@@ -184,11 +191,23 @@ pub(crate) fn check(
         .filter(|(_, (a, b))| matches!(a, Outcome::Decided(_)) && a.agrees_with(b))
         .map(|(p, (a, _))| (p.clone(), a))
         .collect();
+    // The path-, command- and URL-bearing requests (and the tool names),
+    // from the corpus, the kit and the config, decided alone twice; each
+    // kind's mix holds requests decided differently.
+    let (candidates, masks) = mix::candidates(&probes, config);
+    let candidate_probes: Arc<Vec<Probe>> = Arc::new(candidates.iter().map(|c| c.probe.clone()).collect());
+    let skip: BTreeSet<usize> = (0..candidate_probes.len())
+        .filter(|&i| hung_tools.contains(&candidate_probes[i].request.tool_name))
+        .collect();
+    let alone = pass(provider, &candidate_probes, &skip, Path::Sync, &volatile, options);
+    let skip_again: BTreeSet<usize> = skip.union(&no_answers(&alone)).copied().collect();
+    let again = pass(provider, &candidate_probes, &skip_again, Path::Sync, &volatile, options);
+    let selection = mix::select(&candidates, &alone, &again);
     let mut measured = Recorder { cases: Vec::new() };
     measure::check(
         &mut measured,
         provider,
-        measure::Measured { everyday, random },
+        measure::Measured { everyday, random, selection, masks, concurrent },
         &volatile,
         options,
         resident,

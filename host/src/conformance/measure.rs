@@ -1,16 +1,19 @@
 //! The measured checks: thread safety, latency and memory, each over many
 //! evaluations of the everyday requests.
 
+use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::call::with_deadline;
 use super::corpus::Probe;
 use super::evaluation::Outcome;
+use super::mix::{Kind, Masks, Mix, Selection};
 use super::{CaseId, Finding, Options, Recorder};
 use crate::provider::GuardrailProvider;
+use serde_json::{Map, Value};
 
 /// Reads the resident memory of the process the provider's code runs in,
 /// in bytes: this one for a library, the child for a provider program.
@@ -59,6 +62,14 @@ pub(crate) struct Measured {
     /// Distinct random requests with their stable answers, for the thread
     /// check only.
     pub(crate) random: Vec<(Probe, Outcome)>,
+    /// Each kind's mix of requests decided differently alone, for the
+    /// thread check only.
+    pub(crate) selection: Selection,
+    /// Configured values the thread check's report lines must not show.
+    pub(crate) masks: Masks,
+    /// Where the thread check sends its calls instead, when not to the
+    /// provider itself (see [`super::child::concurrent`]).
+    pub(crate) concurrent: Option<Result<Arc<dyn GuardrailProvider>, String>>,
 }
 
 /// Runs `thread_safety`, `latency` and `memory`.
@@ -71,26 +82,35 @@ pub(crate) fn check(
     resident: &Resident,
 ) {
     let random = measured.random.len();
-    let (stable, stable_baseline): (Vec<Probe>, Vec<Outcome>) = measured
+    let Selection { mixes, alike } = measured.selection;
+    let mut together: Vec<(Probe, Outcome)> = measured
         .everyday
         .iter()
         .filter_map(|(p, o)| Some((p.clone(), o.clone()?)))
         .chain(measured.random)
-        .unzip();
+        .collect();
+    for (probe, outcome) in mixes.iter().flat_map(|m| &m.requests) {
+        if !together.iter().any(|(p, _)| p.name == probe.name) {
+            together.push((probe.clone(), outcome.clone()));
+        }
+    }
     let probes: Vec<Probe> = measured.everyday.into_iter().map(|(p, _)| p).collect();
-    let workload = |probes: Vec<Probe>| {
-        Arc::new(Workload {
-            provider: provider.clone(),
-            probes: Arc::new(probes),
-            options: options.clone(),
-            resident: resident.clone(),
-        })
-    };
     recorder.check(CaseId::ThreadSafety, || {
-        if stable.is_empty() {
+        if together.is_empty() {
             return Finding::skip("no everyday request was answered alike every time (see determinism)");
         }
-        thread_safety(&workload(stable), Arc::new(stable_baseline), volatile.clone(), random)
+        let mut plan = Plan::new(&mixes, together, random, &alike, options);
+        match &measured.concurrent {
+            None => thread_safety(provider, plan, volatile.clone(), options, &measured.masks),
+            Some(Ok(concurrent)) => {
+                plan.description.push_str(
+                    "; in a second provider process, over the pipes, which evaluates each call in flight \
+                     on a thread of its own",
+                );
+                thread_safety(concurrent, plan, volatile.clone(), options, &measured.masks)
+            }
+            Some(Err(error)) => Finding::fail(error.clone()),
+        }
     });
     if probes.is_empty() {
         for id in [CaseId::Latency, CaseId::Memory] {
@@ -100,7 +120,12 @@ pub(crate) fn check(
         }
         return;
     }
-    let work = workload(probes);
+    let work = Arc::new(Workload {
+        provider: provider.clone(),
+        probes: Arc::new(probes),
+        options: options.clone(),
+        resident: resident.clone(),
+    });
     recorder.check(CaseId::Latency, || latency(&work));
     recorder.check(CaseId::Memory, || memory(&work));
 }
@@ -113,103 +138,260 @@ fn stopped_early(done: usize, planned: usize, limit: Duration) -> String {
     }
 }
 
-fn thread_safety(
-    work: &Arc<Workload>,
-    baseline: Arc<Vec<Outcome>>,
-    volatile: Arc<Vec<String>>,
-    random: usize,
-) -> Finding {
-    let requests = format!("{} distinct requests ({random} random)", work.probes.len());
-    let threads = work.options.threads.max(2);
-    let per_thread = (work.options.iterations / threads).max(1);
-    let limit = work.options.case_time_limit;
-    let shared = work.clone();
-    let result = with_deadline(work.deadline(), move || {
-        let work = shared;
-        // Threads spin on `start` (rather than a barrier) so that a thread
-        // that cannot be spawned leaves none of the others waiting for ever.
-        let start = AtomicBool::new(false);
-        let stop_at = Instant::now() + limit;
-        std::thread::scope(|scope| {
-            let mut handles = Vec::new();
-            let mut spawn_error = None;
-            for t in 0..threads {
-                let (work, start, baseline, volatile) = (&work, &start, &baseline, &volatile);
-                let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
-                    while !start.load(Ordering::Acquire) {
-                        std::thread::yield_now();
-                    }
-                    let (mut done, mut wrong, mut examples) = (0, 0, Vec::new());
-                    for i in 0..per_thread {
-                        if Instant::now() > stop_at {
-                            break;
+/// Requests the threads of one phase evaluate, with their answers alone.
+struct Phase {
+    probes: Vec<Probe>,
+    baseline: Vec<Outcome>,
+    /// Evaluations in the phase, over all threads.
+    evaluations: usize,
+    /// How far apart in `probes` the threads start: 1 for a kind's mix,
+    /// whose neighbours are decided differently.
+    spread: usize,
+}
+
+/// The thread check's phases: each kind's mix side by side, then every
+/// distinct request together; and how the report describes them.
+struct Plan {
+    phases: Vec<Phase>,
+    description: String,
+    metrics: Map<String, Value>,
+}
+
+impl Plan {
+    fn new(
+        mixes: &[Mix],
+        together: Vec<(Probe, Outcome)>,
+        random: usize,
+        alike: &[Kind],
+        options: &Options,
+    ) -> Plan {
+        let total = options.iterations.max(1);
+        // Half the evaluations for the mixes, shared out evenly; the other
+        // half (all, when no kind has a mix) for everything together.
+        let for_mixes = if mixes.is_empty() { 0 } else { total / 2 };
+        let mut phases: Vec<Phase> = mixes
+            .iter()
+            .map(|mix| {
+                let (probes, baseline) = mix.requests.iter().cloned().unzip();
+                Phase { probes, baseline, evaluations: (for_mixes / mixes.len()).max(1), spread: 1 }
+            })
+            .collect();
+        let distinct = together.len();
+        let (probes, baseline) = together.into_iter().unzip();
+        phases.push(Phase { probes, baseline, evaluations: (total - for_mixes).max(1), spread: 7 });
+
+        let mixed: usize = mixes.iter().map(|m| m.requests.len()).sum();
+        let from_config: usize = mixes.iter().map(|m| m.from_config).sum();
+        let mut description = String::new();
+        if !mixes.is_empty() {
+            let kinds: Vec<String> = mixes
+                .iter()
+                .map(|m| {
+                    format!("{} {}, from {} distinct answers", m.kind.label(), m.requests.len(), m.answers)
+                })
+                .collect();
+            description.push_str(&format!(
+                "requests decided differently alone, side by side, kind by kind ({}; {from_config} from the \
+                 config), then ",
+                kinds.join(", ")
+            ));
+        }
+        description.push_str(&format!("{distinct} distinct requests together ({random} random)"));
+        if !alike.is_empty() {
+            let kinds: Vec<&str> = alike.iter().map(|k| k.label()).collect();
+            description.push_str(&format!(
+                "; every {} request was decided alike alone, so none could take another's answer",
+                kinds.join(", ")
+            ));
+        }
+        let mut metrics = Map::new();
+        metrics.insert(
+            "mixed_kinds".into(),
+            Value::Array(mixes.iter().map(|m| Value::from(m.kind.label())).collect()),
+        );
+        metrics.insert("mixed_requests".into(), mixed.into());
+        metrics.insert("from_config".into(), from_config.into());
+        metrics.insert("distinct_requests".into(), distinct.into());
+        Plan { phases, description, metrics }
+    }
+}
+
+/// A disagreement: which request, and the request another thread was
+/// evaluating meanwhile whose answer it got (when one was seen).
+type FlipKey = (usize, usize, Option<usize>);
+
+/// Each flip, counted, with the answer the request got.
+type Flips = BTreeMap<FlipKey, (usize, Outcome)>;
+
+/// Runs one phase on `threads` threads until its evaluations are done or
+/// `stop_at`; returns the evaluations done and each flip, counted.
+fn run_phase(
+    provider: &Arc<dyn GuardrailProvider>,
+    phase_index: usize,
+    phase: &Phase,
+    volatile: &[String],
+    threads: usize,
+    stop_at: Instant,
+) -> Result<(usize, Flips), String> {
+    let per_thread = (phase.evaluations / threads).max(1);
+    let n = phase.probes.len();
+    // Threads spin on `start` (rather than a barrier) so that a thread that
+    // cannot be spawned leaves none of the others waiting for ever.
+    let start = AtomicBool::new(false);
+    // What each thread is evaluating (its index + 1), or 0.
+    let in_flight: Vec<AtomicUsize> = (0..threads).map(|_| AtomicUsize::new(0)).collect();
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        let mut spawn_error = None;
+        for t in 0..threads {
+            let (start, in_flight) = (&start, &in_flight);
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
+                while !start.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                let others = |seen: &mut Vec<usize>| {
+                    for (u, slot) in in_flight.iter().enumerate() {
+                        match slot.load(Ordering::SeqCst) {
+                            0 => {}
+                            j if u != t => seen.push(j - 1),
+                            _ => {}
                         }
-                        // Each thread walks the requests from another start.
-                        let k = (i + t * 7) % work.probes.len();
-                        let result = work.provider.evaluate(&work.probes[k].request);
-                        let outcome = Outcome::from_result(result, volatile);
-                        if !outcome.agrees_with(&baseline[k]) {
-                            wrong += 1;
-                            if examples.len() < 2 {
-                                examples.push(format!(
-                                    "{} on thread {t}: {}; alone {}",
-                                    work.probes[k].name,
-                                    outcome.summary(),
-                                    baseline[k].summary()
-                                ));
-                            }
-                        }
-                        done += 1;
                     }
-                    (done, wrong, examples)
-                });
-                match spawned {
-                    Ok(handle) => handles.push(handle),
-                    Err(error) => {
-                        spawn_error = Some(error.to_string());
+                };
+                let (mut done, mut flips) = (0, BTreeMap::new());
+                let mut seen = Vec::with_capacity(2 * threads);
+                for i in 0..per_thread {
+                    if Instant::now() > stop_at {
                         break;
                     }
+                    let k = (i + t * phase.spread) % n;
+                    seen.clear();
+                    in_flight[t].store(k + 1, Ordering::SeqCst);
+                    others(&mut seen);
+                    let result = provider.evaluate(&phase.probes[k].request);
+                    others(&mut seen);
+                    in_flight[t].store(0, Ordering::SeqCst);
+                    let outcome = Outcome::from_result(result, volatile);
+                    if !outcome.agrees_with(&phase.baseline[k]) {
+                        // The request evaluated meanwhile whose answer this is.
+                        let partner = seen
+                            .iter()
+                            .copied()
+                            .filter(|&j| j != k)
+                            .find(|&j| phase.baseline[j].agrees_with(&outcome))
+                            .or_else(|| seen.iter().copied().find(|&j| j != k));
+                        flips.entry((phase_index, k, partner)).or_insert((0, outcome)).0 += 1;
+                    }
+                    done += 1;
+                }
+                (done, flips)
+            });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(error) => {
+                    spawn_error = Some(error.to_string());
+                    break;
                 }
             }
-            start.store(true, Ordering::Release);
-            let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
-            (results, spawn_error)
-        })
+        }
+        start.store(true, Ordering::Release);
+        let joined: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        if let Some(error) = spawn_error {
+            return Err(format!("cannot start {threads} threads: {error}"));
+        }
+        let (mut done, mut flips) = (0, BTreeMap::new());
+        for result in joined {
+            let (d, f) = result.map_err(|_| "a thread of the check itself panicked".to_owned())?;
+            done += d;
+            for (key, (count, outcome)) in f {
+                flips.entry(key).or_insert((0, outcome)).0 += count;
+            }
+        }
+        Ok((done, flips))
+    })
+}
+
+fn thread_safety(
+    provider: &Arc<dyn GuardrailProvider>,
+    plan: Plan,
+    volatile: Arc<Vec<String>>,
+    options: &Options,
+    masks: &Masks,
+) -> Finding {
+    let threads = options.threads.max(2);
+    let limit = options.case_time_limit;
+    let Plan { phases, description, metrics } = plan;
+    let planned: usize = phases.iter().map(|p| (p.evaluations / threads).max(1) * threads).sum();
+    let phases = Arc::new(phases);
+    let (shared, provider) = (phases.clone(), provider.clone());
+    let result = with_deadline(limit + options.call_timeout, move || {
+        let mut done = 0;
+        let mut flips = BTreeMap::new();
+        for (index, phase) in shared.iter().enumerate() {
+            // Each phase gets its share of the time limit.
+            let share = limit.mul_f64(phase.evaluations as f64 / planned.max(1) as f64);
+            let (d, f) = run_phase(&provider, index, phase, &volatile, threads, Instant::now() + share)?;
+            done += d;
+            flips.extend(f);
+        }
+        Ok::<_, String>((done, flips))
     });
-    let per_thread_results = match result {
-        Ok((_, Some(error))) => return Finding::fail(format!("cannot start {threads} threads: {error}")),
-        Ok((results, None)) => results,
+    let (done, flips) = match result {
+        Ok(Ok(found)) => found,
+        Ok(Err(error)) => return Finding::fail(error),
         Err(no_answer) => {
             return Finding::fail(format!(
                 "concurrent evaluations did not finish ({no_answer}): a deadlock between threads?"
             ))
         }
     };
-    let (mut done, mut wrong, mut examples) = (0, 0, Vec::new());
-    for joined in per_thread_results {
-        match joined {
-            Ok((d, w, e)) => {
-                done += d;
-                wrong += w;
-                examples.extend(e);
-            }
-            Err(_) => return Finding::fail("a thread of the check itself panicked"),
-        }
-    }
-    let early = stopped_early(done, per_thread * threads, limit);
-    let finding = if wrong == 0 {
+    let wrong: usize = flips.values().map(|(count, _)| count).sum();
+    let early = stopped_early(done, planned, limit);
+    let mut finding = if wrong == 0 {
         Finding::pass(format!(
-            "{done} evaluations of {requests} on {threads} threads agreed with the single-threaded answers{early}"
+            "{done} evaluations on {threads} threads agreed with the single-threaded answers: {description}{early}"
         ))
     } else {
+        let mut lines: Vec<(usize, String)> = flips
+            .iter()
+            .map(|(&(p, k, partner), (count, got))| {
+                let phase = &phases[p];
+                let line = match partner {
+                    Some(j) => format!(
+                        "{} got {}, the answer of {} evaluated at the same time; alone {} ({count}×)",
+                        phase.probes[k].name,
+                        got.summary(),
+                        phase.probes[j].name,
+                        phase.baseline[k].summary()
+                    ),
+                    None => format!(
+                        "{} got {}; alone {} ({count}×)",
+                        phase.probes[k].name,
+                        got.summary(),
+                        phase.baseline[k].summary()
+                    ),
+                };
+                (*count, masks.apply(&line))
+            })
+            .collect();
+        lines.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         Finding::fail(format!(
-            "{wrong} of {done} evaluations of {requests} on {threads} threads disagreed with the single-threaded answers{early}; \
-             state shared between calls is not thread-safe: hold one lock across the whole decision, \
-             or keep no mutable state"
+            "{wrong} of {done} evaluations on {threads} threads disagreed with the single-threaded answers{early}; \
+             {} requests got an answer other than their own, most often another request's evaluated at the \
+             same time (listed): state shared between calls is not thread-safe: keep a request's data in \
+             the call, hold one lock across the whole decision, or keep no mutable state ({description})",
+            flips.keys().map(|&(p, k, _)| (p, k)).collect::<std::collections::BTreeSet<_>>().len()
         ))
-        .details(examples)
+        .details(lines.into_iter().map(|(_, line)| line).collect())
     };
-    finding.metric("threads", threads).metric("evaluations", done).metric("disagreements", wrong)
+    for (name, value) in metrics {
+        finding = finding.metric(&name, value);
+    }
+    finding
+        .metric("threads", threads)
+        .metric("evaluations", done)
+        .metric("disagreements", wrong)
+        .metric("flipped_pairs", flips.len())
 }
 
 fn micros(d: Duration) -> f64 {

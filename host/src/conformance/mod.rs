@@ -35,6 +35,7 @@ mod evaluation;
 mod fuzz;
 mod heap;
 mod measure;
+mod mix;
 mod report;
 
 use std::path::{Path, PathBuf};
@@ -278,7 +279,9 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
             report.abi_version = Some(format!("{major}.{minor}"));
             match construction::check(&mut recorder, &descriptor, config, options) {
                 None => recorder.skip_rest("the provider could not be constructed (see construction.config)"),
-                Some(loaded) => evaluation::check(&mut recorder, &loaded, options, &measure::this_process()),
+                Some(loaded) => {
+                    evaluation::check(&mut recorder, &loaded, config, options, &measure::this_process(), None)
+                }
             }
         }
     }
@@ -326,7 +329,8 @@ fn run_in_child(
                 child::Target::Program(_) => format!("protocol {major}"),
                 child::Target::Library(_) => format!("{major}.{minor}"),
             });
-            evaluation::check(&mut recorder, &loaded, options, &resident);
+            let concurrent = child::concurrent(target, config, options);
+            evaluation::check(&mut recorder, &loaded, config, options, &resident, concurrent);
         }
     }
     report.cases = recorder.cases;
