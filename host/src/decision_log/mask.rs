@@ -87,6 +87,12 @@ fn folded(text: &str) -> String {
 }
 
 fn same_key(key: &str, folded_name: &str) -> bool {
+    if key.is_ascii() && folded_name.is_ascii() {
+        // The common case, without walking characters one at a time. (A
+        // key with a character outside ASCII that lower-cases into ASCII,
+        // such as the Kelvin sign, takes the general path.)
+        return key.eq_ignore_ascii_case(folded_name);
+    }
     key.chars().flat_map(char::to_lowercase).eq(folded_name.chars())
 }
 
@@ -219,6 +225,12 @@ mod tests {
             })
         );
         assert_eq!(masked(&["**.password"], value.clone()), masked(&["password"], value));
+        // Letter case beyond ASCII: the Kelvin sign lower-cases to `k`,
+        // `É` to `é`.
+        assert_eq!(
+            masked(&["key", "clé"], json!({"\u{212A}ey": 1, "CLÉ": 2, "cle": 3})),
+            json!({"\u{212A}ey": "***", "CLÉ": "***", "cle": 3})
+        );
     }
 
     #[test]
