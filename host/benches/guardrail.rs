@@ -10,6 +10,8 @@
 //! - `request`: building a request with every attribution field;
 //! - `load`: resolving, loading, checking and constructing a library
 //!   provider, cached and with a fresh `dlopen` of a new copy each time;
+//! - `decision_log`: masking a call's arguments for the decision log, with
+//!   patterns anchored at the top (`$.`) and matching at any depth;
 //! - `isolation`: the allowlist `.so` with `isolation: process`, one call
 //!   at a time (a round trip to the provider process), over shared memory
 //!   and over pipes, and starting that process (spawn, handshake, load,
@@ -249,5 +251,40 @@ fn isolation(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision, middleware, request, loading, isolation);
+fn decision_log(c: &mut Criterion) {
+    use guardhost::decision_log::{DecisionLog, DecisionLogConfig, WhenFull};
+    let dir = tempfile::tempdir().unwrap();
+    let log = |mask: &[&str]| {
+        let config = DecisionLogConfig {
+            path: dir.path().join("decisions.jsonl"),
+            args: true,
+            mask: mask.iter().map(|m| m.to_string()).collect(),
+            when_full: WhenFull::Drop,
+            buffer: 16,
+            max_bytes: 1 << 20,
+            keep: 1,
+        };
+        DecisionLog::open(&config, dir.path()).unwrap()
+    };
+    // A web_fetch call with headers, a body with a list of records, and an
+    // environment: 40 values in all.
+    let args = object(json!({
+        "url": "https://api.example.com/v1/items", "method": "POST",
+        "headers": {"Authorization": "Bearer abc", "Accept": "application/json", "X-Trace": "t-1"},
+        "body": {"items": (0..8).map(|n| json!({"id": n, "name": format!("item {n}"), "password": "p"})).collect::<Vec<_>>()},
+        "env": {"HOME": "/home/a", "PATH": "/usr/bin", "TOKEN": "t"}
+    }));
+    let mut group = c.benchmark_group("decision_log");
+    for (label, mask) in [
+        ("mask/no pattern (the copy alone)", &[][..]),
+        ("mask/3 anchored patterns", &["$.headers.authorization", "$.body.items[*].password", "$.env.*"][..]),
+        ("mask/3 patterns at any depth", &["authorization", "password", "env.*"][..]),
+    ] {
+        let log = log(mask);
+        group.bench_function(label, |b| b.iter(|| black_box(log.masked(black_box(&args)))));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision, middleware, request, loading, decision_log, isolation);
 criterion_main!(benches);

@@ -12,9 +12,13 @@
 //! handle); a crash loses what was queued (at most `buffer` entries, the
 //! writer keeps up within milliseconds).
 //!
-//! Argument values are logged only with `args: true`, and then every path
-//! `mask` names (`password`, `headers.authorization`, `env.*`) is written
-//! as `"***"`.
+//! Argument values are logged only with `args: true`, and then every value
+//! a `mask` pattern reaches (`password` at any depth, `headers.authorization`,
+//! `list[*].token`: see [`mask`]) is written as `"***"`. Reason messages are
+//! never logged (a provider's message can quote the arguments): only the
+//! codes.
+
+pub mod mask;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -29,6 +33,7 @@ use serde_json::{Map, Value};
 
 use std::borrow::Cow;
 
+use self::mask::MaskPattern;
 use crate::audit::AuditProvider;
 use crate::config::Mode;
 use crate::request::{CallView, GuardrailDecision};
@@ -43,9 +48,9 @@ pub struct DecisionLogConfig {
     /// and the decision).
     #[serde(default)]
     pub args: bool,
-    /// With `args`: argument paths whose values are written as `"***"`,
-    /// dotted (`headers.authorization`); `*` stands for any one key.
-    #[serde(default)]
+    /// With `args`: patterns of the argument values written as `"***"`
+    /// (the syntax is in [`mask`]); checked when the config is read.
+    #[serde(default, deserialize_with = "mask_patterns")]
     pub mask: Vec<String>,
     /// What a call does when the queue is full: `drop` its entry (counted),
     /// or `wait` for room.
@@ -60,6 +65,18 @@ pub struct DecisionLogConfig {
     /// Rotated files kept.
     #[serde(default = "default_keep")]
     pub keep: u32,
+}
+
+/// `mask`, each pattern checked (an error names the pattern by its place,
+/// never by its text).
+fn mask_patterns<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    let patterns = Vec::<String>::deserialize(deserializer)?;
+    for (n, pattern) in patterns.iter().enumerate() {
+        MaskPattern::parse(pattern).map_err(|error| {
+            serde::de::Error::custom(format!("pattern {} (counting from 1): {error}", n + 1))
+        })?;
+    }
+    Ok(patterns)
 }
 
 fn default_buffer() -> usize {
@@ -149,7 +166,7 @@ pub struct DecisionLog {
     queue: SyncSender<Message>,
     when_full: WhenFull,
     args: bool,
-    mask: Vec<Vec<String>>,
+    mask: Vec<MaskPattern>,
     dropped: Arc<AtomicU64>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -162,8 +179,23 @@ impl std::fmt::Debug for DecisionLog {
 
 impl DecisionLog {
     /// Opens (appends to) the log `config` describes, its relative path
-    /// taken from `base_dir`, and starts its writer thread.
+    /// taken from `base_dir`, and starts its writer thread. A `mask`
+    /// pattern that cannot be read is an [`std::io::ErrorKind::InvalidInput`]
+    /// error saying why.
     pub fn open(config: &DecisionLogConfig, base_dir: &Path) -> std::io::Result<DecisionLog> {
+        let mask = config
+            .mask
+            .iter()
+            .enumerate()
+            .map(|(n, pattern)| {
+                MaskPattern::parse(pattern).map_err(|error| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("`mask` pattern {} (counting from 1): {error}", n + 1),
+                    )
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
         let path = crate::config::join_relative(base_dir, &config.path);
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
         let written = file.metadata()?.len();
@@ -176,7 +208,7 @@ impl DecisionLog {
             queue,
             when_full: config.when_full,
             args: config.args,
-            mask: config.mask.iter().map(|path| path.split('.').map(str::to_owned).collect()).collect(),
+            mask,
             dropped: Arc::new(AtomicU64::new(0)),
             writer: Mutex::new(Some(writer)),
         })
@@ -185,8 +217,8 @@ impl DecisionLog {
     /// The arguments as the log writes them: masked where `mask` says.
     pub fn masked(&self, args: &Map<String, Value>) -> Value {
         let mut args = Value::Object(args.clone());
-        for path in &self.mask {
-            mask(&mut args, path);
+        for pattern in &self.mask {
+            pattern.apply(&mut args);
         }
         args
     }
@@ -286,20 +318,6 @@ fn reason_codes(decision: &GuardrailDecision) -> Vec<String> {
             reasons.iter().filter_map(|r| r.get("code").and_then(Value::as_str).map(str::to_owned)).collect()
         }
         _ => decision.reasons.iter().map(|r| r.code.clone()).collect(),
-    }
-}
-
-/// Masks the value at `path` (and, through `*`, at every key there).
-fn mask(value: &mut Value, path: &[String]) {
-    let Some((first, rest)) = path.split_first() else {
-        *value = Value::from("***");
-        return;
-    };
-    let Value::Object(map) = value else { return };
-    if first == "*" {
-        map.values_mut().for_each(|v| mask(v, rest));
-    } else if let Some(v) = map.get_mut(first) {
-        mask(v, rest);
     }
 }
 
@@ -416,13 +434,13 @@ mod tests {
     }
 
     #[test]
-    fn masked_paths_are_stars_and_nothing_else_changes() {
+    fn masked_values_are_stars_and_nothing_else_changes() {
         let dir = tempfile::tempdir().unwrap();
         let log = DecisionLog::open(&config(dir.path()), dir.path()).unwrap();
         let args = serde_json::json!({
             "password": "hunter2", "user": "ann",
             "headers": {"authorization": "Bearer x", "accept": "*/*"},
-            "env": {"A": "1", "B": {"c": 2}}, "nested": {"password": "kept: not at the top"}
+            "env": {"A": "1", "B": {"c": 2}}, "nested": {"Password": {"deep": "a bare key, at any depth"}}
         });
         let masked = log.masked(args.as_object().unwrap());
         assert_eq!(
@@ -430,7 +448,7 @@ mod tests {
             serde_json::json!({
                 "password": "***", "user": "ann",
                 "headers": {"authorization": "***", "accept": "*/*"},
-                "env": {"A": "***", "B": "***"}, "nested": {"password": "kept: not at the top"}
+                "env": {"A": "***", "B": "***"}, "nested": {"Password": "***"}
             })
         );
     }

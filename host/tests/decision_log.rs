@@ -127,3 +127,64 @@ fn a_log_that_cannot_be_opened_stops_the_start_naming_the_key() {
         "{stderr}"
     );
 }
+
+#[test]
+fn masked_values_never_reach_the_log_whatever_their_case_depth_array_or_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = support::write(
+        dir.path(),
+        "config.yaml",
+        "guardrails:\n  enabled: true\n  decision_log:\n    path: decisions.jsonl\n    args: true\n    mask:\n      - password\n      - headers.authorization\n      - list[0].secret\n      - rows.token\n      - items[*].key\n      - $.env.*\n  provider:\n    use: builtin:AllowlistProvider\n    config: {denied_tools: [bash]}\n",
+    );
+    // Each value to hide is a distinct word, so a leak names its shape.
+    let args = json!({
+        "Password": "leak-case",
+        "auth": {"password": "leak-nested", "deeper": [{"PASSWORD": "leak-in-array"}]},
+        "headers": {"Authorization": "leak-header"},
+        "request": {"headers": {"authorization": "leak-deep-header"}},
+        "list": [{"secret": "leak-index-0"}, {"secret": "kept-index-1"}],
+        "rows": [{"token": "leak-row-0"}, {"token": "leak-row-1"}],
+        "items": [{"key": "leak-item-0"}, {"key": "leak-item-1"}],
+        "env": {"HOME": "leak-env", "PATH": {"dirs": ["leak-env-object"]}},
+        "password": {"object": "leak-object", "list": ["leak-object-list"]},
+        "db": {"password": ["leak-array"], "Password2": "kept-other-key"},
+        "more": {"password": 31337, "pAssword": null},
+        "note": "kept-note"
+    });
+    let (answers, status) = run(&path, &[json!({"name": "read_file", "args": args, "id": "c1"})]);
+    assert_eq!((answers.len(), status), (1, 0), "{answers:?}");
+    let text = std::fs::read_to_string(dir.path().join("decisions.jsonl")).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    for leak in ["leak-", "31337"] {
+        assert!(!text.contains(leak), "{leak} reached the log: {text}");
+    }
+    for kept in ["kept-index-1", "kept-other-key", "kept-note"] {
+        assert!(text.contains(kept), "{kept} was masked too: {text}");
+    }
+    let logged: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(
+        logged["args"]["more"],
+        json!({"password": "***", "pAssword": "***"}),
+        "a number and null, whole"
+    );
+    assert_eq!(logged["args"]["password"], json!("***"), "an object, whole");
+}
+
+#[test]
+fn a_mask_pattern_that_cannot_be_read_stops_the_start_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = support::write(
+        dir.path(),
+        "config.yaml",
+        "guardrails:\n  enabled: true\n  decision_log: {path: d.jsonl, args: true, mask: [password, 'list[first].hush']}\n  provider: {use: builtin:AllowlistProvider}\n",
+    );
+    let output =
+        Command::new(GUARDHOST).args(["check", "--config", path.to_str().unwrap()]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("`decision_log.mask`: pattern 2 (counting from 1): step 1 has an index that is neither a number nor `*`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hush"), "the pattern itself is not quoted: {stderr}");
+}

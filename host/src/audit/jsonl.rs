@@ -267,7 +267,7 @@ impl Drop for JsonlAuditSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{AuditAction, AuditProvider, REASON_MESSAGE_LIMIT};
+    use crate::audit::{AuditAction, AuditProvider, UNRECORDED_MESSAGE};
     use crate::request::{GuardrailDecision, GuardrailRequest};
     use crate::request::{GuardrailReason, ToolCallRequest};
 
@@ -346,7 +346,10 @@ mod tests {
             reasons: vec![
                 GuardrailReason::new("oap.a", ""),
                 GuardrailReason::new("", long.as_str()),
-                GuardrailReason::new("oap.b", "second"),
+                GuardrailReason::new(
+                    "oap.command_not_allowed",
+                    "Command 'rm -rf /srv' is not in allowed list",
+                ),
             ],
             policy_id: Some("system.command.execute.v1".into()),
             metadata: Default::default(),
@@ -370,8 +373,11 @@ mod tests {
             sink.flush();
             let written = events(&path).remove(0);
             let mut expected = record.to_event();
-            assert_eq!(expected.changes.reason_codes, ["oap.a", "oap.b"]);
-            assert_eq!(expected.changes.reason_messages, ["é".repeat(REASON_MESSAGE_LIMIT), "second".into()]);
+            assert_eq!(expected.changes.reason_codes, ["oap.a", "oap.command_not_allowed"]);
+            assert_eq!(
+                expected.changes.reason_messages,
+                [UNRECORDED_MESSAGE, "command not in allowed_commands"]
+            );
             assert_ne!(written.decision_id, expected.decision_id, "each event gets its own id");
             expected.decision_id.clone_from(&written.decision_id);
             assert_eq!(written, expected);
@@ -410,7 +416,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let sinks = [JsonlAuditSink::open(&path).unwrap(), JsonlAuditSink::open(&path).unwrap()];
-        let long = GuardrailDecision::with_reason(false, "oap.tool_not_allowed", &"x".repeat(400));
+        let long = GuardrailDecision {
+            policy_id: Some("x".repeat(400)),
+            ..GuardrailDecision::with_reason(false, "oap.tool_not_allowed", "tool 'bash' is denied")
+        };
         std::thread::scope(|s| {
             for (thread, sink) in sinks.iter().enumerate() {
                 let long = &long;

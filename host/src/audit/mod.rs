@@ -29,7 +29,8 @@ pub enum AuditAction {
 }
 
 /// The `changes` of an audit event: exactly these fields. Tool arguments,
-/// `user_id` and the OAuth identity are deliberately absent.
+/// `user_id` and the OAuth identity are deliberately absent, and so are
+/// the providers' reason messages (see `reason_messages`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditChanges {
     /// The tool.
@@ -48,7 +49,9 @@ pub struct AuditChanges {
     pub policy_id: Option<String>,
     /// Every non-empty reason code.
     pub reason_codes: Vec<String>,
-    /// Every non-empty reason message, each cut to 500 characters.
+    /// For every reason with a message, a fixed text chosen by its code
+    /// ([`audited_message`]), never the provider's own words, which can
+    /// quote the call's arguments.
     pub reason_messages: Vec<String>,
     /// The middleware's `fail_closed`.
     pub fail_closed: bool,
@@ -157,16 +160,43 @@ pub struct AuditRecord<'a> {
     pub provider: &'a AuditProvider,
 }
 
-/// Longest reason message kept in an audit event, in characters.
-pub const REASON_MESSAGE_LIMIT: usize = 500;
+/// The messages the middleware writes itself (a provider error, a denial
+/// without a reason): fixed texts, kept as they are.
+const OWN_MESSAGES: [&str; 3] = [
+    "guardrail provider error (fail-closed)",
+    "guardrail provider error (fail-open)",
+    "blocked by guardrail policy",
+];
 
-/// `message` cut to [`REASON_MESSAGE_LIMIT`] characters.
-fn cut(message: &str) -> &str {
-    match message.char_indices().nth(REASON_MESSAGE_LIMIT) {
-        Some((end, _)) => &message[..end],
-        None => message,
+/// What an audit event's `reason_messages` holds for a reason with code
+/// `code` and message `message`: never the message a provider wrote, which
+/// can quote the call's arguments (a command, a path, a URL), but a fixed
+/// text chosen by the code. The middleware's own messages are fixed texts
+/// already and are kept. An empty message gives nothing, as in DeerFlow.
+/// The agent's tool message still carries the provider's full message.
+pub fn audited_message(code: &str, message: &str) -> Option<&'static str> {
+    if message.is_empty() {
+        return None;
     }
+    if let Some(own) = OWN_MESSAGES.iter().find(|own| **own == message) {
+        return Some(own);
+    }
+    Some(match code {
+        "oap.allowed" => "tool call authorized",
+        "oap.tool_not_allowed" => "tool not in allowlist or denied",
+        "oap.command_not_allowed" => "command not in allowed_commands",
+        "oap.blocked_pattern" => "command matches a blocked pattern",
+        "oap.limit_exceeded" => "operation exceeds a limit",
+        "oap.passport_suspended" => "passport status is suspended or revoked",
+        "oap.evaluator_error" => "provider failed",
+        "oap.denied" => "blocked by guardrail policy",
+        _ => UNRECORDED_MESSAGE,
+    })
 }
+
+/// `reason_messages`' text for a reason whose code has no fixed text.
+pub const UNRECORDED_MESSAGE: &str =
+    "message not recorded (it can quote the call's arguments); see reason_codes";
 
 impl AuditRecord<'_> {
     fn reason_codes(&self) -> impl Iterator<Item = &str> + Clone {
@@ -174,7 +204,7 @@ impl AuditRecord<'_> {
     }
 
     fn reason_messages(&self) -> impl Iterator<Item = &str> + Clone {
-        self.decision.reasons.iter().map(|r| cut(&r.message)).filter(|message| !message.is_empty())
+        self.decision.reasons.iter().filter_map(|r| audited_message(&r.code, &r.message))
     }
 
     /// The owned event, with a new [`decision_id`].

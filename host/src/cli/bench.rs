@@ -300,37 +300,36 @@ fn micros(ns: u64) -> String {
     format!("{:.2} µs", ns as f64 / 1000.0)
 }
 
-fn print_text(m: &Measurement) {
-    println!("provider:         {} ({} path, {} caller(s))", m.provider, m.path, m.concurrency);
-    println!(
+fn print_text(m: &Measurement) -> Result<(), CliError> {
+    outln!("provider:         {} ({} path, {} caller(s))", m.provider, m.path, m.concurrency)?;
+    outln!(
         "calls:            {} ({} allowed, {} denied, {} errors)",
-        m.calls, m.allowed, m.denied, m.errors
-    );
-    println!(
-        "per call:         p50 {}, p99 {}, max {}",
-        micros(m.p50_ns),
-        micros(m.p99_ns),
-        micros(m.max_ns)
-    );
+        m.calls,
+        m.allowed,
+        m.denied,
+        m.errors
+    )?;
+    outln!("per call:         p50 {}, p99 {}, max {}", micros(m.p50_ns), micros(m.p99_ns), micros(m.max_ns))?;
     match m.interval_us {
-        Some(us) => println!(
+        Some(us) => outln!(
             "throughput:       {:.0} calls/s (each caller paced to a call every {us} µs)",
             m.calls_per_second
-        ),
-        None => println!("throughput:       {:.0} calls/s", m.calls_per_second),
+        )?,
+        None => outln!("throughput:       {:.0} calls/s", m.calls_per_second)?,
     }
     if let Some(cpu) = m.cpu_percent {
-        println!("cpu:              {cpu:.1}% of one core (this process and its provider process)");
+        outln!("cpu:              {cpu:.1}% of one core (this process and its provider process)")?;
     }
     match m.peak_rss_kib {
-        Some(kib) => println!("peak memory:      {:.1} MB resident", kib as f64 / 1024.0),
-        None => println!("peak memory:      (not available on this platform)"),
+        Some(kib) => outln!("peak memory:      {:.1} MB resident", kib as f64 / 1024.0)?,
+        None => outln!("peak memory:      (not available on this platform)")?,
     }
+    Ok(())
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode, CliError> {
     if args.print_mix {
-        print!("{}", mix_lines());
+        out!("{}", mix_lines())?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.suite {
@@ -345,9 +344,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, CliError> {
     };
     let m = measure(&guardrail.middleware, args.calls, args.concurrency, args.use_async, args.interval_us);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&m).unwrap_or_default())?;
     } else {
-        print_text(&m);
+        print_text(&m)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -439,12 +438,12 @@ fn suite(args: &BenchArgs) -> Result<ExitCode, CliError> {
     if args.json {
         let all: Vec<_> =
             rows.iter().map(|(label, m)| serde_json::json!({"label": label, "measurement": m})).collect();
-        println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&all).unwrap_or_default())?;
     } else {
-        println!("| provider | path | p50 | p99 | max | calls/s | peak RSS |");
-        println!("|---|---|---|---|---|---|---|");
+        outln!("| provider | path | p50 | p99 | max | calls/s | peak RSS |")?;
+        outln!("|---|---|---|---|---|---|---|")?;
         for (label, m) in &rows {
-            println!(
+            outln!(
                 "| {label} | {} | {} | {} | {} | {:.0} | {} |",
                 m.path,
                 micros(m.p50_ns),
@@ -452,7 +451,7 @@ fn suite(args: &BenchArgs) -> Result<ExitCode, CliError> {
                 micros(m.max_ns),
                 m.calls_per_second,
                 m.peak_rss_kib.map_or("n/a".into(), |k| format!("{:.1} MB", k as f64 / 1024.0))
-            );
+            )?;
         }
     }
     if let Some(path) = &args.chart {

@@ -9,73 +9,71 @@ use super::{load_guardrail, CliError};
 
 pub fn run(config_path: Option<&Path>, require_guardrail: bool) -> Result<ExitCode, CliError> {
     let (config, guardrail) = load_guardrail(config_path, super::required(require_guardrail)?)?;
-    println!("config:           {}", config.origin_name());
+    outln!("config:           {}", config.origin_name())?;
     let Some(guardrail) = guardrail else {
         let why = config.unguarded_reason().unwrap_or("no `provider` is set");
-        println!("guardrail:        none installed ({why}); tool calls run unchecked");
+        outln!("guardrail:        none installed ({why}); tool calls run unchecked")?;
         return Ok(ExitCode::SUCCESS);
     };
     let info = &guardrail.info;
     let keys =
         if info.accepted_keys.is_empty() { "(none)".to_owned() } else { info.accepted_keys.join(", ") };
     let extra = if info.accepts_extra_keys { " (and any other key)" } else { "" };
-    println!("guardrail:        installed");
-    println!("provider:         {}", info.name);
-    println!("source:           {}", info.source);
+    outln!("guardrail:        installed")?;
+    outln!("provider:         {}", info.name)?;
+    outln!("source:           {}", info.source)?;
     let program = info.abi_kind == guardhost::AbiKind::Protocol;
     if program {
-        println!("protocol:         {} (provider protocol)", info.abi_version.0);
-        println!("accepted keys:    checked by the program itself");
-        println!("framework:        sent in init (\"deerflow\")");
+        outln!("protocol:         {} (provider protocol)", info.abi_version.0)?;
+        outln!("accepted keys:    checked by the program itself")?;
+        outln!("framework:        sent in init (\"deerflow\")")?;
     } else {
-        println!("abi:              {}.{} ({})", info.abi_version.0, info.abi_version.1, info.abi_kind);
-        println!("accepted keys:    {keys}{extra}");
-        println!(
+        outln!("abi:              {}.{} ({})", info.abi_version.0, info.abi_version.1, info.abi_kind)?;
+        outln!("accepted keys:    {keys}{extra}")?;
+        outln!(
             "framework:        {}",
             if info.framework_injected { "injected (\"deerflow\")" } else { "not injected" }
-        );
+        )?;
     }
     match info.isolation {
         guardhost::Isolation::Process if program => {
-            println!("isolation:        process (the program itself, restarted when it dies)")
+            outln!("isolation:        process (the program itself, restarted when it dies)")?
         }
         guardhost::Isolation::Process => {
-            println!(
-                "isolation:        process (a `guardhost provider-server` child, restarted when it dies)"
-            )
+            outln!("isolation:        process (a `guardhost provider-server` child, restarted when it dies)")?
         }
-        guardhost::Isolation::InProcess => println!("isolation:        in_process"),
+        guardhost::Isolation::InProcess => outln!("isolation:        in_process")?,
     }
     match info.transport {
-        Some(guardhost::Transport::SharedMemory) => println!(
+        Some(guardhost::Transport::SharedMemory) => outln!(
             "transport:        shared memory ({} slots of {} KiB; pipes for larger messages)",
             guardhost::isolation::shm::SLOTS,
             guardhost::isolation::shm::SLOT_BYTES >> 10
-        ),
-        Some(guardhost::Transport::Pipes) => println!("transport:        pipes"),
+        )?,
+        Some(guardhost::Transport::Pipes) => outln!("transport:        pipes")?,
         None => {}
     }
     match info.timeout_ms {
-        Some(ms) => println!("timeout:          {ms} ms per call"),
-        None => println!("timeout:          none (calls are waited for)"),
+        Some(ms) => outln!("timeout:          {ms} ms per call")?,
+        None => outln!("timeout:          none (calls are waited for)")?,
     }
     if let Some(sha256) = &info.sha256 {
-        println!("sha256:           {sha256}");
+        outln!("sha256:           {sha256}")?;
     }
     if !info.path_keys.is_empty() {
-        println!(
+        outln!(
             "paths:            {} (relative to {})",
             info.path_keys.join(", "),
             config.base_dir.display()
-        );
+        )?;
     }
-    println!("fail_closed:      {}", guardrail.middleware.fail_closed());
+    outln!("fail_closed:      {}", guardrail.middleware.fail_closed())?;
     match guardrail.middleware.mode() {
-        guardhost::Mode::Enforce => println!("mode:             enforce (denials block calls)"),
-        mode => println!("mode:             {mode} (denials are recorded and counted; the calls run)"),
+        guardhost::Mode::Enforce => outln!("mode:             enforce (denials block calls)")?,
+        mode => outln!("mode:             {mode} (denials are recorded and counted; the calls run)")?,
     }
-    println!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"));
-    println!("probe:            {}", probe(&guardrail)?);
+    outln!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"))?;
+    outln!("probe:            {}", probe(&guardrail)?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -186,10 +186,7 @@ pub fn run(args: ConformanceArgs) -> Result<ExitCode, CliError> {
             .map_err(|source| CliError::Io { what: format!("cannot write {}", path.display()), source })?,
         _ => {
             let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush())
-                .map_err(|source| CliError::Io { what: "cannot write the report".into(), source })?;
+            stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(super::stdout_error)?;
         }
     }
     Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })

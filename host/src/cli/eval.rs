@@ -58,7 +58,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode, CliError> {
 
     let Some(guardrail) = guardrail else {
         let message = dry_run(&call.tool_call);
-        println!("{}", json!({"allow": true, "decision": null, "message": message}));
+        outln!("{}", json!({"allow": true, "decision": null, "message": message}))?;
         return Ok(ExitCode::SUCCESS);
     };
     let middleware = guardrail.middleware;
@@ -72,7 +72,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode, CliError> {
     match outcome {
         Ok((verdict, message)) => {
             let allow = verdict.allowed();
-            println!("{}", json!({"allow": allow, "decision": verdict.decision, "message": message}));
+            outln!("{}", json!({"allow": allow, "decision": verdict.decision, "message": message}))?;
             Ok(if allow { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Err(ToolCallError::Interrupt(interrupt)) => {

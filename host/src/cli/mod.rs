@@ -1,5 +1,21 @@
 //! Argument parsing, logging set-up and the shared steps of every command.
 
+/// `println!` for a command's output, used with `?`: a closed standard
+/// output is [`CliError::StdoutClosed`] (the command ends quietly with
+/// [`CLOSED_STDOUT`]), never a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` likewise (see [`outln`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*))
+    };
+}
+
 mod bench;
 mod check;
 mod conformance;
@@ -24,7 +40,8 @@ provider (builtin:AllowlistProvider), enabled, fail-closed, denying the tools
 Exit codes: 0 ok / allowed, 1 denied (eval), malformed input lines (run) or a
 failed check (conformance), 2 usage, config or load error, 3 a provider
 interrupt, 4 the provider failed on some calls (run), 5 a provider in this
-process ended it (it called exit).
+process ended it (it called exit), 141 stdout was closed before everything
+was written (its reader went away, as with `| head`).
 Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`) to change
 how much (default `warn`: every denial is logged).
 GUARDHOST_REQUIRE_GUARDRAIL=1 makes every command refuse a config that installs
@@ -106,6 +123,33 @@ pub enum CliError {
     CannotDecide(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
+    /// Standard output was closed before the command wrote all it had
+    /// (its reader went away, as `| head` does): the command ends quietly
+    /// with [`CLOSED_STDOUT`].
+    #[error("standard output was closed before everything was written")]
+    StdoutClosed,
+}
+
+/// The exit status when standard output was closed before everything was
+/// written: 141, what a shell reports for a process that `SIGPIPE` ended
+/// (128 + 13), as `cat` or `yes` end in `... | head`.
+pub const CLOSED_STDOUT: u8 = 141;
+
+/// The error of a write to standard output: [`CliError::StdoutClosed`]
+/// when its reader went away, else what went wrong.
+pub fn stdout_error(source: std::io::Error) -> CliError {
+    if source.kind() == std::io::ErrorKind::BrokenPipe {
+        CliError::StdoutClosed
+    } else {
+        CliError::Io { what: "cannot write to stdout".into(), source }
+    }
+}
+
+/// Writes `text` to standard output at once (see [`outln`]).
+pub fn write_stdout(text: std::fmt::Arguments<'_>) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_fmt(text).and_then(|()| stdout.flush()).map_err(stdout_error)
 }
 
 /// The tokio runtime of `--async` (`eval` and `run`).
@@ -184,6 +228,9 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // A reader that went away is no error to report: `guardhost eval
+        // ... | head -c 10` ends like `cat ... | head -c 10`.
+        Err(CliError::StdoutClosed) => ExitCode::from(CLOSED_STDOUT),
         Err(error) => {
             eprintln!("guardhost: error: {error}");
             ExitCode::from(2)

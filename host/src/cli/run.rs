@@ -159,7 +159,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     };
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut out = BufWriter::with_capacity(64 * 1024, stdout);
-    let write_error = |source| CliError::Io { what: "cannot write to stdout".into(), source };
+    let write_error = super::stdout_error;
 
     let path = CallPath::new(args.use_async)?;
     let mut counts = Counts::default();
