@@ -478,15 +478,19 @@ fn a_path_jail_that_shares_the_path_between_calls_is_flagged_every_time() {
         assert_eq!(failed, [CaseId::ThreadSafety], "run {run}: {}", report.to_text());
         // The flipped pairs are named: a path-bearing request that got the
         // answer of another evaluated at the same time.
-        let first = &threads.details[0];
-        assert!(
-            first.contains(".path=") && first.contains("evaluated at the same time"),
-            "run {run}: {first}"
-        );
+        let named =
+            threads.details.iter().any(|d| d.contains(".path=") && d.contains("evaluated at the same time"));
+        assert!(named, "run {run}: {}", threads.details.join("\n"));
         assert!(threads.reason.contains("path 16, from 2 distinct answers"), "run {run}: {}", threads.reason);
         // The configured root is named by its key, never shown.
         let shown = format!("{} {}", threads.reason, threads.details.join(" "));
-        assert!(!shown.contains("/mnt/user-data") && shown.contains("under root"), "run {run}: {shown}");
+        // (Which requests are listed varies from run to run: each names
+        // the key as `at root`, `under root`, `beside root` or `escaping
+        // root`, or masks the value as `<root>`.)
+        let named = ["at root", "under root", "beside root", "escaping root", "<root>"]
+            .iter()
+            .any(|n| shown.contains(n));
+        assert!(!shown.contains("/mnt/user-data") && named, "run {run}: {shown}");
     }
 }
 

@@ -133,7 +133,15 @@ fn a_provider_that_writes_garbage_over_the_region_is_killed_and_no_call_waits_pa
         assert!(*took < limit * 3 + Duration::from_secs(1), "{took:?}: {result:?}");
         if let Err(failure) = result {
             let message = failure.to_string();
-            assert!(message.starts_with("provider 'faulty' (isolation: process): "), "{message}");
+            // The host's word on the process, or, when the process read a
+            // slot after the scribbling and before it was killed, the
+            // process's own word that it could not read the request.
+            assert!(
+                message.starts_with("provider 'faulty' (isolation: process): ")
+                    || message
+                        .starts_with("the provider process could not read the request in shared memory: "),
+                "{message}"
+            );
         }
     }
     assert!(started.elapsed() < Duration::from_secs(10));

@@ -197,8 +197,8 @@ pub fn parse(command: &str) -> Result<Script, Unreadable> {
 
 /// Words the shell gives a meaning of its own when they come first.
 const RESERVED: &[&str] = &[
-    "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for", "in", "select",
-    "function", "time", "coproc",
+    "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for", "in",
+    "select", "function", "time", "coproc",
 ];
 
 /// The words of a command made only of plain words (letters, digits and
@@ -944,7 +944,9 @@ mod tests {
             parsed.add(command, None, Via::Direct).unwrap();
             assert_eq!(parse(command).unwrap().commands, parsed.commands, "{command}");
         }
-        for command in ["x=1 ls", "if", "time ls", "for", "ls ~", "ls # c", "ls; id", "ls\nid", "[[ x ]]", "ls 'a'"] {
+        for command in
+            ["x=1 ls", "if", "time ls", "for", "ls ~", "ls # c", "ls; id", "ls\nid", "[[ x ]]", "ls 'a'"]
+        {
             assert!(plain(command).is_none(), "{command}");
         }
     }
