@@ -80,14 +80,11 @@ const DECODERS: &[&str] = &[
 
 /// The mode the command pack runs in.
 #[derive(Debug, Clone, Copy)]
-pub enum Mode<'a> {
+pub enum Mode {
     /// `allowed_commands: ["*"]`: any command but the dangerous ones.
     Any,
     /// An allowlist: only its commands run.
-    Listed {
-        /// The allowed commands, each one or more words.
-        allowed: &'a [&'a str],
-    },
+    Listed,
 }
 
 /// What a simple command runs once its wrappers are unwrapped.
@@ -126,12 +123,13 @@ fn is_shell(name: &str) -> bool {
 }
 
 fn is_interpreter(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    is_shell(&name)
-        || INTERPRETERS.contains(&name.as_str())
+    is_shell(name)
+        || INTERPRETERS.iter().any(|i| i.eq_ignore_ascii_case(name))
         // python3.12, perl5.36, node18 ...
         || ["python", "perl", "ruby", "node", "php", "lua"].iter().any(|p| {
-            name.strip_prefix(p).is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+            name.len() > p.len()
+                && name.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+                && name.as_bytes()[p.len()..].iter().all(|b| b.is_ascii_digit() || *b == b'.')
         })
 }
 
@@ -361,7 +359,7 @@ fn program<'s>(name: &str, args: &'s [Word]) -> Program<'s> {
 
 /// Runs the structural checks on `script` (the parsed `command`), adding
 /// the code it hands to shells as it finds it. `Err` is the first denial.
-pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
+pub fn check(script: &mut Script, mode: Mode) -> Result<(), Denial> {
     expand(script)?;
     let downloads = holds(script, |c| effective(&c.words).name().is_some_and(is_downloader));
     let decodes =
@@ -389,7 +387,7 @@ pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
             let name = match first {
                 Word::Lit(name) => basename(name),
                 Word::Dyn(dynamic) => {
-                    if let Mode::Listed { .. } = mode {
+                    if let Mode::Listed = mode {
                         return Err(deny(
                             UNRESOLVED,
                             "Command runs a program whose name is known only when it runs",
@@ -405,7 +403,7 @@ pub fn check(script: &mut Script, mode: Mode<'_>) -> Result<(), Denial> {
                 {
                     return Err(deny(DANGEROUS, "Fork bomb detected"));
                 }
-                if let Mode::Listed { .. } = mode {
+                if let Mode::Listed = mode {
                     return Err(deny(
                         UNRESOLVED,
                         format!("Command calls '{name}', a function it defines itself"),

@@ -101,9 +101,10 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
         ));
     }
     let mut script = shell::parse(command).map_err(analysis::unreadable)?;
-    let allowed: Vec<&str> =
-        strings(limits, "allowed_commands").map(str::trim).filter(|a| !a.is_empty()).collect();
-    let any_command = allowed.contains(&"*");
+    // The allowlist is read where it is needed, not collected: a passport
+    // may list many commands, and the first entries match most calls.
+    let allowed = || strings(limits, "allowed_commands");
+    let any_command = allowed().any(|a| a.contains('*') && a.trim() == "*");
     let chains = limits.get("allow_chains").and_then(Value::as_bool).unwrap_or(false);
     let not_allowed =
         || deny("oap.command_not_allowed", format!("Command '{command}' is not in allowed list"));
@@ -132,7 +133,7 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
                     format!("Command calls '{function}', a function it defines itself"),
                 ));
             }
-            if !permitted(written, &allowed) {
+            if !permitted(written, allowed) {
                 return Err(not_allowed());
             }
             if chains {
@@ -142,7 +143,7 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
             }
         }
     }
-    let mode = if any_command { analysis::Mode::Any } else { analysis::Mode::Listed { allowed: &allowed } };
+    let mode = if any_command { analysis::Mode::Any } else { analysis::Mode::Listed };
     analysis::check(&mut script, mode)?;
     if let Some(what) = foreign_code(&script) {
         return Err(deny("oap.dangerous_operation", what));
@@ -156,7 +157,7 @@ pub fn check(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
         // What the command runs beyond what it writes: substitutions, the
         // code of `sh -c` and `eval`, `find -exec`, `xargs`.
         for run in script.commands.iter().filter(|c| c.via != shell::Via::Direct) {
-            if !permitted(run, &allowed) {
+            if !permitted(run, allowed) {
                 return Err(not_allowed());
             }
         }
@@ -201,7 +202,7 @@ const UNSAFE_VARIABLES: &[&str] = &[
 /// Whether a simple command is allowed by the allowlist: its name and
 /// first words match an entry's words, and so does each program a wrapper
 /// of it runs; it sets no [`UNSAFE_VARIABLES`] nor `LD_*`.
-fn permitted(command: &shell::Command, allowed: &[&str]) -> bool {
+fn permitted<'a, I: Iterator<Item = &'a str>>(command: &shell::Command, allowed: impl Fn() -> I) -> bool {
     if command.assignments.iter().any(|a| {
         UNSAFE_VARIABLES.contains(&a.as_str()) || a.starts_with("LD_") || a.starts_with("BASH_FUNC_")
     }) && !command.words.is_empty()
@@ -211,8 +212,12 @@ fn permitted(command: &shell::Command, allowed: &[&str]) -> bool {
     let effective = analysis::effective(&command.words);
     effective.layers.iter().all(|layer| {
         layer.is_empty()
-            || allowed.iter().any(|entry| {
-                let mut words = entry.split_whitespace();
+            || allowed().any(|entry| {
+                // An entry of white space alone allows nothing.
+                let mut words = entry.split_whitespace().peekable();
+                if words.peek().is_none() {
+                    return false;
+                }
                 let mut at = 0;
                 words.all(|w| {
                     let ok = layer.get(at).and_then(shell::Word::lit) == Some(w);
@@ -507,6 +512,10 @@ mod tests {
         assert_eq!(run("ls '$(id)' \"a > b\"", limits.clone()), Ok(()), "quoted, so not run");
         assert_eq!(run("ls a#b", limits.clone()), Ok(()), "`#` inside a word is no comment");
         assert_eq!(run("ls", json!({})), Err("oap.command_not_allowed".into()));
+        // Empty entries allow nothing.
+        let empty = json!({"allowed_commands": ["", "  "], "allow_chains": true});
+        assert_eq!(run("ls", empty.clone()), Err("oap.command_not_allowed".into()));
+        assert_eq!(run("ls | wc", empty), Err("oap.command_not_allowed".into()));
     }
 
     #[test]
