@@ -315,44 +315,37 @@ pub fn glob(pattern: &str, path: &str) -> bool {
     segments_match(&parts, &segments)
 }
 
-/// Segment-wise matching, `**` standing for any number of segments: the
-/// same backtracking to the last `**` as [`segment`] does to the last `*`,
-/// so the time is at most the product of the two lengths, whatever the
-/// number of `**`.
+/// Segment-wise matching, `**` standing for any number of segments.
 fn segments_match(pattern: &[&str], path: &[&str]) -> bool {
-    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
-    while j < path.len() {
-        if i < pattern.len() && pattern[i] != "**" && segment(pattern[i], path[j]) {
-            i += 1;
-            j += 1;
-        } else if i < pattern.len() && pattern[i] == "**" {
-            star = Some(i);
-            mark = j;
-            i += 1;
-        } else if let Some(s) = star {
-            i = s + 1;
-            mark += 1;
-            j = mark;
-        } else {
-            return false;
-        }
-    }
-    pattern[i..].iter().all(|p| *p == "**")
+    wildcard(pattern, path, |p| *p == "**", |p, s| segment(p, s))
 }
 
+/// Character-wise matching within a segment: `*` any run, `?` one.
 fn segment(pattern: &str, text: &str) -> bool {
     let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    // Iterative wildcard matching with backtracking to the last `*`.
-    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
-    while j < t.len() {
-        if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
-            i += 1;
-            j += 1;
-        } else if i < p.len() && p[i] == '*' {
-            star = Some(i);
+    wildcard(&p, &t, |c| *c == '*', |c, x| *c == '?' || c == x)
+}
+
+/// Wildcard matching with backtracking to the last star: `star` says a
+/// pattern item matches any run of items (none included), `one` that it
+/// matches a single item. The time is at most the product of the two
+/// lengths, whatever the number of stars.
+fn wildcard<P, T>(
+    pattern: &[P],
+    text: &[T],
+    star: impl Fn(&P) -> bool,
+    one: impl Fn(&P, &T) -> bool,
+) -> bool {
+    let (mut i, mut j, mut last, mut mark) = (0, 0, None, 0);
+    while j < text.len() {
+        if i < pattern.len() && star(&pattern[i]) {
+            last = Some(i);
             mark = j;
             i += 1;
-        } else if let Some(s) = star {
+        } else if i < pattern.len() && one(&pattern[i], &text[j]) {
+            i += 1;
+            j += 1;
+        } else if let Some(s) = last {
             i = s + 1;
             mark += 1;
             j = mark;
@@ -360,7 +353,7 @@ fn segment(pattern: &str, text: &str) -> bool {
             return false;
         }
     }
-    p[i..].iter().all(|c| *c == '*')
+    pattern[i..].iter().all(star)
 }
 
 #[cfg(test)]
