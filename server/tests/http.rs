@@ -203,22 +203,37 @@ fn large_slow_and_too_many_requests_are_refused_and_cannot_hold_the_server() {
     // client here; after the request timeout, the server drops them too).
     // (A connection holds a place once its request has begun.)
     let busy = Server::start(&["--config", path.to_str().unwrap(), "--max-connections", "8"]);
-    let idle: Vec<TcpStream> = (0..8)
-        .map(|_| {
-            let mut begun = TcpStream::connect(&busy.address).unwrap();
-            begun.write_all(b"POST /v1/decide HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{").unwrap();
-            begun
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let response = loop {
-        // Until the server has taken the 8 (it accepts them in its own time).
-        let response = request(&busy.address, "GET", "/healthz", &[], b"");
-        if response.status == 503 || Instant::now() > deadline {
-            break response;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    // A probe that comes before the server has placed all 8 takes a place
+    // itself, and the last of the 8 is refused: so the 8 are given time to
+    // be placed before one probe, and on a busy machine the whole is tried
+    // again with more time.
+    let begin = || -> Vec<TcpStream> {
+        (0..8)
+            .map(|_| {
+                let mut begun = TcpStream::connect(&busy.address).unwrap();
+                begun
+                    .write_all(b"POST /v1/decide HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{")
+                    .unwrap();
+                begun
+            })
+            .collect()
     };
+    let mut idle = Vec::new();
+    let mut response = None;
+    for attempt in 1..=5u64 {
+        idle = begin();
+        std::thread::sleep(Duration::from_millis(200 * attempt));
+        let probed = request(&busy.address, "GET", "/healthz", &[], b"");
+        let refused = probed.status == 503;
+        response = Some(probed);
+        if refused {
+            break;
+        }
+        drop(std::mem::take(&mut idle));
+        // Their places are freed once the server sees them closed.
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let response = response.unwrap();
     assert_eq!(response.status, 503, "{}", response.text());
     assert_eq!(response.json()["error"]["kind"], "busy");
     drop(idle);
