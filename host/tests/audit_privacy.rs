@@ -7,9 +7,7 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use guardhost::audit::UNRECORDED_MESSAGE;
@@ -17,8 +15,6 @@ use guardhost::decision_log::{DecisionLog, DecisionLogConfig, WhenFull};
 use guardhost::{AuditSink, GuardrailMiddleware, JsonlAuditSink, MemoryAuditSink, ToolCallRequest};
 use serde_json::{json, Value};
 use support::{load, use_of};
-
-const GUARDHOST: &str = env!("CARGO_BIN_EXE_guardhost");
 
 /// Argument values the OAP provider quotes in its messages: none may reach
 /// an audit event or the decision log.
@@ -137,20 +133,12 @@ fn oap_denials_quoting_a_command_and_a_path_reach_no_jsonl_audit_line_nor_the_de
 /// allowlist denial as input; returns (stdout, audit file, decision log).
 fn run(dir: &Path, config: &Path, lines: &[Value]) -> (String, String, String) {
     let audit = dir.join("audit.jsonl");
-    let mut child = Command::new(GUARDHOST)
-        .args(["run", "--config", config.to_str().unwrap(), "--audit", audit.to_str().unwrap()])
-        .env("GUARDHOST_LOG", "error")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let args = ["run", "--config", config.to_str().unwrap(), "--audit", audit.to_str().unwrap()];
+    let output = support::cli::guardhost(&args, Some(input.as_bytes()));
+    assert!(output.status.success(), "{}", support::cli::stderr(&output));
     let read = |path: &Path| std::fs::read_to_string(path).unwrap();
-    (String::from_utf8(output.stdout).unwrap(), read(&audit), read(&dir.join("decisions.jsonl")))
+    (support::cli::stdout(&output), read(&audit), read(&dir.join("decisions.jsonl")))
 }
 
 #[test]
