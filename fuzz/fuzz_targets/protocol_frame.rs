@@ -6,7 +6,7 @@
 
 use std::io::BufReader;
 
-use guardhost::isolation::protocol::{read_message, FromServer, ToServer};
+use guardhost_isolation::protocol::{read_message, FromServer, ToServer};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,15 +12,11 @@
 //!   provider, cached and with a fresh `dlopen` of a new copy each time;
 //! - `decision_log`: masking a call's arguments for the decision log, with
 //!   patterns anchored at the top (`$.`) and matching at any depth;
-//! - `isolation`: the allowlist `.so` with `isolation: process`, one call
-//!   at a time (a round trip to the provider process), over shared memory
-//!   and over pipes, and starting that process (spawn, handshake, load,
-//!   construct).
+//!
+//! The provider in a process of its own is measured by
+//! `cargo bench -p guardhost-isolation --bench isolation`.
 //!
 //! The calls are cloned outside the timed part (`iter_batched`).
-
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::hint::black_box;
 use std::path::Path;
@@ -28,13 +24,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use guardhost::isolation::ProcessProvider;
 use guardhost::{
     async_handler, GuardrailMiddleware, GuardrailRequest, JsonlAuditSink, ProviderSpec, ToolCallRequest,
     ToolMessage, ToolStatus,
 };
+use guardhost_test_support::{load, object, use_of};
 use serde_json::{json, Map, Value};
-use support::{load, object, use_of};
 
 fn passthrough(call: ToolCallRequest) -> Result<ToolMessage, guardhost::ToolCallError> {
     Ok(ToolMessage {
@@ -182,7 +177,7 @@ const FRESH_LOADS: u64 = 32;
 fn loading(c: &mut Criterion) {
     let mut group = c.benchmark_group("load");
     group.sample_size(10).warm_up_time(Duration::from_millis(200)).measurement_time(Duration::from_secs(2));
-    let original = support::library("guardhost_allowlist");
+    let original = guardhost_test_support::library("guardhost_allowlist");
     let cached = ProviderSpec::new(use_of("guardhost_allowlist", "AllowlistProvider"), allowlist_config());
     group.bench_function("construct (library already loaded)", |b| {
         b.iter(|| black_box(guardhost::instantiate(&cached, Path::new("/")).unwrap()))
@@ -207,46 +202,6 @@ fn loading(c: &mut Criterion) {
             }
             total.mul_f64(iters as f64 / n as f64)
         })
-    });
-    group.finish();
-}
-
-fn isolation(c: &mut Criterion) {
-    let mut group = c.benchmark_group("isolation");
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let handler = async_handler(|call: ToolCallRequest| async move { passthrough(call) });
-    let mut spec = ProviderSpec::new(use_of("guardhost_allowlist", "AllowlistProvider"), allowlist_config());
-    spec.isolation = guardhost::Isolation::Process;
-    let program = std::path::PathBuf::from(env!("CARGO_BIN_EXE_guardhost"));
-    let read = call("read_file", json!({"path": "/mnt/user-data/workspace/README.md"}));
-    let bash = call("bash", json!({"command": "ls -la"}));
-    for (transport, label) in
-        [(guardhost::Transport::SharedMemory, "shared memory"), (guardhost::Transport::Pipes, "pipes")]
-    {
-        spec.transport = Some(transport);
-        let (provider, _) = ProcessProvider::start(&spec, Path::new("/"), program.clone()).unwrap();
-        let mw = GuardrailMiddleware::new(Arc::new(provider));
-        for (kind, call) in [("allow", &read), ("deny", &bash)] {
-            group.bench_function(format!("wrap_tool_call/allowlist .so, process, {label}/{kind}"), |b| {
-                b.iter_batched(
-                    || call.clone(),
-                    |call| black_box(mw.wrap_tool_call(call, &passthrough).unwrap()),
-                    BatchSize::SmallInput,
-                )
-            });
-        }
-        group.bench_function(format!("awrap_tool_call/allowlist .so, process, {label}/allow"), |b| {
-            b.to_async(&runtime).iter_batched(
-                || read.clone(),
-                |call| async { black_box(mw.awrap_tool_call(call, handler.clone()).await.unwrap()) },
-                BatchSize::SmallInput,
-            )
-        });
-    }
-    spec.transport = None;
-    group.sample_size(10).measurement_time(Duration::from_secs(3));
-    group.bench_function("start the provider process", |b| {
-        b.iter(|| black_box(ProcessProvider::start(&spec, Path::new("/"), program.clone()).unwrap()))
     });
     group.finish();
 }
@@ -286,5 +241,5 @@ fn decision_log(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision, middleware, request, loading, decision_log, isolation);
+criterion_group!(benches, decision, middleware, request, loading, decision_log);
 criterion_main!(benches);

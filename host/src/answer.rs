@@ -15,7 +15,6 @@ use crate::{Interrupt, ToolCallError};
 
 /// How each call is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum OutputFormat {
     /// One tool message a line (what the agent would read), or
     /// {"type": "interrupt", ...}.

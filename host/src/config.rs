@@ -1,11 +1,16 @@
 //! The `guardrails:` configuration section: keys, defaults, `$ENV_VAR`
 //! secrets, and where relative paths are resolved from.
 
+pub mod decision_log;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use self::decision_log::{DecisionLogConfig, WhenFull};
+use crate::json::json_type;
+use crate::paths::join_relative;
 use crate::yaml;
 
 /// The text of the embedded default config (what `guardhost` uses when no
@@ -50,7 +55,7 @@ pub struct GuardrailsConfig {
     /// Every decision, allowed ones too, as JSON lines (see
     /// [`crate::decision_log`]).
     #[serde(default)]
-    pub decision_log: Option<crate::decision_log::DecisionLogConfig>,
+    pub decision_log: Option<DecisionLogConfig>,
 }
 
 /// `guardrails.mode`: what a denial does.
@@ -734,32 +739,8 @@ fn passport_from(passport: &str, base_dir: &Path) -> String {
     join_relative(base_dir, path).to_string_lossy().into_owned()
 }
 
-/// `path` joined to `base_dir` when it is relative (without the `./`
-/// steps, so a message names `/cfg/passport.json`, not `/cfg/./passport.json`);
-/// an absolute path as it is.
-pub(crate) fn join_relative(base_dir: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        return path.to_path_buf();
-    }
-    let mut joined = base_dir.to_path_buf();
-    joined.extend(path.components().filter(|c| !matches!(c, std::path::Component::CurDir)));
-    joined
-}
-
 fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok()
-}
-
-/// The JSON type name of a value, for error messages.
-pub(crate) fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
 }
 
 /// The variable a string refers to when the whole string is `$NAME` or

@@ -35,72 +35,9 @@ use std::borrow::Cow;
 
 use self::mask::MaskPattern;
 use crate::audit::AuditProvider;
+pub use crate::config::decision_log::{DecisionLogConfig, WhenFull};
 use crate::config::Mode;
 use crate::request::{CallView, GuardrailDecision};
-
-/// `guardrails.decision_log`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionLogConfig {
-    /// The file (relative to the config file's directory).
-    pub path: PathBuf,
-    /// Log the call's argument values (default false: only the tool's name
-    /// and the decision).
-    #[serde(default)]
-    pub args: bool,
-    /// With `args`: patterns of the argument values written as `"***"`
-    /// (the syntax is in [`mask`]); checked when the config is read.
-    #[serde(default, deserialize_with = "mask_patterns")]
-    pub mask: Vec<String>,
-    /// What a call does when the queue is full: `drop` its entry (counted),
-    /// or `wait` for room.
-    #[serde(default)]
-    pub when_full: WhenFull,
-    /// Entries the queue holds.
-    #[serde(default = "default_buffer")]
-    pub buffer: usize,
-    /// The file's size at which it is rotated (`path` → `path.1` → ...).
-    #[serde(default = "default_max_bytes")]
-    pub max_bytes: u64,
-    /// Rotated files kept.
-    #[serde(default = "default_keep")]
-    pub keep: u32,
-}
-
-/// `mask`, each pattern checked (an error names the pattern by its place,
-/// never by its text).
-fn mask_patterns<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
-    let patterns = Vec::<String>::deserialize(deserializer)?;
-    for (n, pattern) in patterns.iter().enumerate() {
-        MaskPattern::parse(pattern).map_err(|error| {
-            serde::de::Error::custom(format!("pattern {} (counting from 1): {error}", n + 1))
-        })?;
-    }
-    Ok(patterns)
-}
-
-fn default_buffer() -> usize {
-    10_000
-}
-
-fn default_max_bytes() -> u64 {
-    100 << 20
-}
-
-fn default_keep() -> u32 {
-    5
-}
-
-/// What a call does when the decision log's queue is full.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WhenFull {
-    /// Drop the entry (counted); the call goes on at once.
-    #[default]
-    Drop,
-    /// Wait until there is room: nothing is lost, calls slow down.
-    Wait,
-}
 
 /// One decided call, as the log writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,7 +133,7 @@ impl DecisionLog {
                 })
             })
             .collect::<std::io::Result<Vec<_>>>()?;
-        let path = crate::config::join_relative(base_dir, &config.path);
+        let path = crate::paths::join_relative(base_dir, &config.path);
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
         let written = file.metadata()?.len();
         let (queue, receiver) = mpsc::sync_channel(config.buffer.max(1));

@@ -185,7 +185,7 @@ fn parse_general(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessa
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(args)) => args,
         Some(other) => {
-            let problem = format!("`args` must be a mapping, found {}", crate::config::json_type(&other));
+            let problem = format!("`args` must be a mapping, found {}", crate::json::json_type(&other));
             return Err(invalid(&object, problem));
         }
     };
@@ -209,7 +209,7 @@ fn parse_general(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessa
             tracing::warn!(
                 line = number,
                 "the context is {}, not a mapping: read as empty, as DeerFlow does",
-                crate::config::json_type(&other)
+                crate::json::json_type(&other)
             );
             Some(Map::new())
         }

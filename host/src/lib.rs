@@ -37,72 +37,86 @@
 //!
 //! # Map
 //!
-//! - [`config`]: the `guardrails:` section, defaults, `$ENV_VAR` secrets;
+//! From the YAML to a live provider:
+//! - [`config`]: the `guardrails:` section, defaults, `$ENV_VAR` secrets
+//!   (`yaml`: reading it, with line and column in errors);
 //! - [`resolve`]: parsing `use:` and finding the library file;
-//! - [`loader`]: opening libraries and checking descriptors (`unsafe`);
+//! - [`permissions`]: who may change a library or config file (`StrictModes`);
+//! - [`loader`]: opening libraries and checking descriptors (`unsafe`), with
+//!   its errors in [`load_error`] and, in `elf`, the exported symbols of a
+//!   library file read from its bytes;
 //! - [`c_provider`]: providers behind the C ABI, `guardhost.h` (the FFI
 //!   boundary, with `unsafe`);
-//! - `elf`: the exported symbols of a library file, read from its bytes
-//!   (for the message that lists a library's providers);
-//! - [`permissions`]: who may change a library or config file (`StrictModes`);
-//! - [`mod@instantiate`]: config keys, `framework` injection, construction;
-//! - [`provider`]: the host's provider trait and the ABI adapter;
-//! - [`middleware`]: `GuardrailMiddleware` and the middleware chain;
-//! - [`audit`]: audit events and sinks;
-//! - [`decision_log`]: every decision as a JSON line, off the call path;
-//! - [`timeout`]: per-call timeouts (`provider.timeout_ms`);
-//! - [`isolation`]: providers in a child process (`provider.isolation: process`),
-//!   reached over shared memory on Linux (its region's mapping,
-//!   `isolation::shm::region`, is the third module with `unsafe`);
-//! - [`reload`]: hot reload of the config file and the provider library;
-//! - [`conformance`]: the conformance kit for provider libraries (its
-//!   `heap` module, one call into glibc's `malloc_trim` before memory is
-//!   measured, is the fourth and last with `unsafe`);
+//! - [`mod@instantiate`]: config keys, `framework` injection, construction; what
+//!   it gives, or why not, is in [`built`];
+//! - [`launch`]: the narrow interface to providers in a process of their own
+//!   (`isolation: process`), which the `guardhost-isolation` crate implements;
+//! - [`reload`]: hot reload of the config file and the provider library.
+//!
+//! Around every tool call:
 //! - [`request`]: tool calls, tool messages, requests and decisions;
-//! - [`jsonl`]: the JSON-lines input of `guardhost run`;
-//! - [`answer`]: what a decided call is answered with (`run`'s output
-//!   lines, the server's responses).
+//! - [`provider`]: the host's provider trait and the ABI adapter;
+//! - [`middleware`]: `GuardrailMiddleware`, the middleware chain and the
+//!   tower layer;
+//! - [`timeout`]: per-call timeouts (`provider.timeout_ms`), over [`reply`]
+//!   (one answer handed between threads) and [`wait`] (waiting with a
+//!   deadline, sync or async);
+//! - [`audit`]: audit events and sinks;
+//! - [`decision_log`]: every decision as a JSON line, off the call path.
+//!
+//! At the edges: [`jsonl`], the JSON-lines input of `guardhost run` and the
+//! server; [`answer`], what a decided call is answered with (`run`'s output
+//! lines, the server's responses); [`json`] and [`paths`], how messages name
+//! values and where relative paths lead.
+//!
+//! Beside this crate: `guardhost-isolation` (providers in a child process),
+//! `guardhost-kit` (the conformance kit), `guardhost-cli` (the `guardhost`
+//! command) and `guardhost-server` (the decision service over HTTP).
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
-// `unsafe` is allowed in four modules only: `loader`, `c_provider`,
-// `isolation::shm::region` and `conformance::heap`.
+// `unsafe` is allowed in two modules only: `loader` and `c_provider`.
 #![deny(unsafe_code)]
 
 pub mod answer;
 pub mod audit;
+pub mod built;
 pub mod c_provider;
 pub mod config;
-pub mod conformance;
 pub mod decision_log;
 mod elf;
 pub mod instantiate;
-pub mod isolation;
+pub mod json;
 pub mod jsonl;
+pub mod launch;
+pub mod load_error;
 pub mod loader;
 pub mod middleware;
+pub mod paths;
 pub mod permissions;
 pub mod provider;
 pub mod reload;
-mod reply;
+pub mod reply;
 pub mod request;
 pub mod resolve;
 mod setup;
 pub mod timeout;
+pub mod wait;
 mod yaml;
 
 pub use audit::{
     AuditAction, AuditChanges, AuditError, AuditEvent, AuditProvider, AuditRecord, AuditSink, JsonlAuditSink,
     MemoryAuditSink,
 };
+pub use built::{AbiKind, BuildError, LoadedProvider, ProviderInfo, ProviderSource};
 pub use config::{
     provider_config_from_path, provider_config_from_yaml, require_guardrail_from_env, ConfigError,
     ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode, ProviderSpec, Transport,
     ALLOW_INSECURE_CONFIG_VAR, REQUIRE_GUARDRAIL_VAR,
 };
-pub use instantiate::{
-    instantiate, locate, AbiKind, BuildError, Descriptor, LoadedProvider, ProviderInfo, ProviderSource,
-};
-pub use loader::{LibraryDescriptor, LoadError, LoadErrorKind};
+pub use instantiate::{instantiate, locate, Descriptor};
+pub use launch::{install_launcher, Launcher};
+pub use load_error::{LoadError, LoadErrorKind};
+pub use loader::LibraryDescriptor;
 pub use middleware::{
     async_handler, AsyncHandler, GuardrailLayer, GuardrailMiddleware, GuardrailService, MiddlewareChain,
     SyncHandler, ToEvaluate, ToolCallError, ToolCallMiddleware, ToolResult, Verdict,

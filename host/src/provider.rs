@@ -61,7 +61,7 @@ impl ProviderFailure {
 /// package does).
 pub fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
-    let waker = crate::reply::thread_waker();
+    let waker = crate::wait::thread_waker();
     let mut cx = std::task::Context::from_waker(&waker);
     loop {
         if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
@@ -75,7 +75,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// async one. A panic (of a provider written in Rust against the host's
 /// trait; a library's is caught at the ABI boundary) answers the call with
 /// a provider error, so the calling worker thread goes on.
-pub(crate) fn evaluate_here(
+pub fn evaluate_here(
     provider: &dyn GuardrailProvider,
     request: &GuardrailRequest,
     asynchronous: bool,

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::json_type;
+use crate::json::json_type;
 
 /// One tool call as the model produced it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

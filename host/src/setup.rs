@@ -51,7 +51,7 @@ pub fn middleware_for(
     let decision_log = match &section.decision_log {
         Some(log) => Some(Arc::new(DecisionLog::open(log, &config.base_dir).map_err(|error| {
             BuildError::DecisionLog {
-                path: crate::config::join_relative(&config.base_dir, &log.path),
+                path: crate::paths::join_relative(&config.base_dir, &log.path),
                 message: error.to_string(),
             }
         })?)),

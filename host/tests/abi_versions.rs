@@ -4,7 +4,7 @@
 //! against the workspace's version) loads the first and refuses the second,
 //! saying which versions differ and what to do.
 
-mod support;
+use guardhost_test_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -101,7 +101,7 @@ fn a_provider_built_against_another_1_x_loads_and_a_2_0_one_is_refused_with_both
     let use_ = provider_against(dir.path(), &abi, other_minor);
     let loaded = support::load(&use_, Map::new());
     assert_eq!(loaded.info.name, "template");
-    let report = guardhost::conformance::run(&use_, &Map::new(), &guardhost::conformance::Options::quick());
+    let report = guardhost_kit::run(&use_, &Map::new(), &guardhost_kit::Options::quick());
     assert!(
         report.passed(),
         "host {host}, provider built against guardhost-abi {other_minor}:\n{}",

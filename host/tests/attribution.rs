@@ -1,7 +1,7 @@
 //! Request attribution: what the provider sees, read back from a real
 //! capturing provider library on both paths.
 
-mod support;
+use guardhost_test_support as support;
 
 use guardhost::{GuardrailDecision, ToolCallError, ToolCallRequest};
 use serde_json::{json, Map, Value};

@@ -2,15 +2,15 @@
 //! allowlist example and the scripted C fixture, through every host
 //! feature, and C descriptors that are wrong on purpose.
 
-mod support;
+use guardhost_test_support as support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use guardhost::{
-    instantiate, AbiKind, BuildError, GuardrailMiddleware, Isolation, LoadErrorKind, ProviderFailure,
-    ProviderSpec, Reloader, ToolCallError, ToolCallRequest, ToolStatus,
+    instantiate, AbiKind, BuildError, GuardrailMiddleware, LoadErrorKind, ProviderFailure, ProviderSpec,
+    Reloader, ToolCallError, ToolCallRequest, ToolStatus,
 };
 use serde_json::{json, Map, Value};
 use support::{library, load, object, try_load, use_of, write};
@@ -201,7 +201,9 @@ fn every_provider_made_is_destroyed_once() {
     let count = || unsafe { live() };
     let before = count();
     let providers: Vec<_> = (0..5).map(|_| scripted()).collect();
-    assert!(count() >= before + 5);
+    // Other tests may drop theirs meanwhile: only these five are sure to
+    // be alive.
+    assert!(count() >= 5, "the five providers made are counted alive: {}", count());
     drop(providers);
     // Other tests in this binary make and drop providers too: wait for
     // the count to come back rather than compare at one instant.
@@ -273,21 +275,6 @@ fn timeout_ms_and_sha256_apply_to_c_providers() {
 }
 
 #[test]
-fn an_isolated_c_provider_survives_its_own_abort() {
-    let mut isolated = spec("CScripted", FIXTURE, json!({}));
-    isolated.isolation = Isolation::Process;
-    isolated.timeout_ms = Some(5000);
-    let loaded = instantiate(&isolated, Path::new("/")).unwrap();
-    assert_eq!(loaded.info.abi_kind, AbiKind::C);
-    let middleware = GuardrailMiddleware::new(loaded.provider);
-    assert!(middleware.check(&call("ls")).unwrap().allowed());
-    let verdict = middleware.check(&call("abort")).unwrap();
-    assert!(!verdict.allowed() && verdict.provider_error, "the crash is a provider error, fail-closed");
-    assert!(middleware.check(&call("ls")).unwrap().allowed(), "the provider process was restarted");
-    assert!(!middleware.check(&call("deny")).unwrap().allowed());
-}
-
-#[test]
 fn hot_reload_swaps_c_provider_configs() {
     let dir = tempfile::tempdir().unwrap();
     let yaml = |tool: &str| {
@@ -308,7 +295,7 @@ fn hot_reload_swaps_c_provider_configs() {
 
 #[test]
 fn the_c_allowlist_passes_the_conformance_kit() {
-    guardhost::conformance::assert_conforms(
+    guardhost_kit::assert_conforms(
         &use_of("c_allowlist", "CAllowlistProvider"),
         &object(json!({"denied_tools": ["bash"]})),
     );
@@ -352,5 +339,5 @@ fn the_cpp_provider_turns_exceptions_into_errors_naming_the_key() {
 
 #[test]
 fn the_cpp_provider_passes_the_conformance_kit() {
-    guardhost::conformance::assert_conforms(&cpp_use(), &object(json!({"blocked_prefixes": ["bash"]})));
+    guardhost_kit::assert_conforms(&cpp_use(), &object(json!({"blocked_prefixes": ["bash"]})));
 }

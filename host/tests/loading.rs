@@ -1,7 +1,7 @@
 //! `use:` resolution and library loading: every error with its specific
 //! message, framework injection, and the allowlist as built-in and as `.so`.
 
-mod support;
+use guardhost_test_support as support;
 
 use std::path::{Path, PathBuf};
 
@@ -429,36 +429,6 @@ fn env_var_secrets_reach_the_constructor() {
         Value::Object(verdict.decision.metadata),
         json!({"api_key": "s3cret", "nested": [{"token": "s3cret"}], "framework": "deerflow"})
     );
-}
-
-#[test]
-fn declared_path_keys_are_relative_to_the_config_file_in_both_isolations() {
-    let dir = tempfile::tempdir().unwrap();
-    let configs = dir.path().join("configs");
-    std::fs::create_dir(&configs).unwrap();
-    for isolation in ["in_process", "process"] {
-        let file = support::write(
-            &configs,
-            "guardrails.yaml",
-            &format!(
-                "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    isolation: {isolation}\n    config:\n      data_file: ./passports/agent.json\n      data_dir: /abs/dir\n      home: relative/not/declared\n",
-                use_of("guardhost_test_providers", "EchoConfigProvider")
-            ),
-        );
-        let guardrail = install(&LoadedConfig::from_path(&file).unwrap()).unwrap().unwrap();
-        assert_eq!(guardrail.info.path_keys, ["data_file", "data_dir"], "{isolation}");
-        let verdict = guardrail.middleware.check(&ToolCallRequest::new("ls", Map::new())).unwrap();
-        assert_eq!(
-            Value::Object(verdict.decision.metadata),
-            json!({
-                "data_file": configs.join("passports/agent.json").display().to_string(),
-                "data_dir": "/abs/dir",
-                "home": "relative/not/declared",
-                "framework": "deerflow",
-            }),
-            "{isolation}"
-        );
-    }
 }
 
 /// Builds the scripted test providers for real with `panic = "abort"` (in a

@@ -1,7 +1,7 @@
 //! What the middleware logs. One global subscriber collects every log line
 //! of this test binary; the tests take turns, so each sees only its own.
 
-mod support;
+use guardhost_test_support as support;
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 

@@ -1,7 +1,7 @@
 //! The middleware behaviour tests of the contract, each on the sync and the
 //! async path, with providers loaded from a real cdylib.
 
-mod support;
+use guardhost_test_support as support;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! provider error, on the sync and the async path, and hung calls never
 //! make the host start more threads than its small pool.
 
-mod support;
+use guardhost_test_support as support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@ use guardhost::{GuardrailDecision, ToolCall};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::convert::map_to_dict;
+use crate::to_py::map_to_dict;
 
 /// One reason of a decision.
 #[pyclass(frozen, get_all, module = "guardhost._guardhost")]

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use serde_json::Value;
 
-use crate::convert::to_python;
+use crate::to_py::to_python;
 
 create_exception!(guardhost, GuardhostError, PyException, "The base of every error guardhost raises.");
 create_exception!(

@@ -5,19 +5,19 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use guardhost::isolation::ProcessProvider;
 use guardhost::{BuildError as HostBuildError, Isolation, LoadedProvider, ProviderInfo, ProviderSpec};
+use guardhost_isolation::ProcessProvider;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
 
-use crate::convert::map_to_dict;
 use crate::errors::GuardhostError;
+use crate::to_py::map_to_dict;
 
 /// The environment variable naming the `guardhost` executable that runs an
 /// `isolation: process` provider; when set it wins over the package's own
 /// `guardhost-provider-server`.
-pub(crate) const SERVER_ENV: &str = "GUARDHOST_BIN";
+pub(crate) use guardhost_isolation::SERVER_ENV;
 
 /// The program that runs an `isolation: process` provider: `$GUARDHOST_BIN`
 /// when set, else the package's `guardhost-provider-server` (given by the

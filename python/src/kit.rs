@@ -1,6 +1,6 @@
 //! The conformance kit (`guardhost.conformance`).
 
-use guardhost::conformance::{self, Options};
+use guardhost_kit::{self as conformance, Options};
 use pyo3::prelude::*;
 
 use crate::convert::config_map;

@@ -16,7 +16,7 @@
 //!
 //! - `errors`: the exception classes, and the conversions from the host's
 //!   errors;
-//! - `convert`: Python values ⇄ JSON values;
+//! - `convert`: Python values as JSON values; `to_py`, the other way;
 //! - `instantiate`: building a provider (the `isolation: process` server
 //!   program), and what both classes report about it;
 //! - `guardrail`: the `Guardrail` class;
@@ -33,6 +33,7 @@ mod instantiate;
 mod kit;
 mod provider;
 mod server;
+mod to_py;
 
 use pyo3::prelude::*;
 
@@ -48,6 +49,9 @@ use crate::server::serve_provider;
 #[pymodule]
 fn _guardhost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // `isolation: process` and `command:` providers start through
+    // guardhost-isolation.
+    guardhost_isolation::install();
     m.add("GuardhostError", py.get_type::<GuardhostError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("BuildError", py.get_type::<BuildError>())?;

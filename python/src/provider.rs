@@ -15,9 +15,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use serde_json::Map;
 
-use crate::convert::{config_map, dict_to_map, map_to_dict, to_json, to_python};
+use crate::convert::{config_map, dict_to_map, to_json};
 use crate::errors::{build_error, ConfigError, ProviderError, RequestError};
 use crate::instantiate::{absolute_base, info_dict, instantiate, may_block};
+use crate::to_py::{map_to_dict, to_python};
 
 /// One provider built from `use:` and `config` (DeerFlow's
 /// `GuardrailProvider`). Decisions are built with the classes given at

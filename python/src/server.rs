@@ -21,10 +21,10 @@ pub(crate) fn serve_provider(py: Python<'_>, input: i32, output: i32) -> PyResul
         let (input, output) =
             unsafe { (std::fs::File::from_raw_fd(input), std::fs::File::from_raw_fd(output)) };
         let input = std::io::BufReader::with_capacity(64 << 10, input);
-        let result = py.allow_threads(|| guardhost::isolation::serve(input, output));
+        let result = py.allow_threads(|| guardhost_isolation::serve(input, output));
         match result {
             Ok(()) => Ok(0),
-            Err(guardhost::isolation::ServeError::Build(_)) => Ok(2),
+            Err(guardhost_isolation::ServeError::Build(_)) => Ok(2),
             Err(error) => {
                 eprintln!("guardhost provider server: {error}");
                 Ok(1)

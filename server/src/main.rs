@@ -97,6 +97,9 @@ Logs go to stderr; set GUARDHOST_LOG (e.g. `error`, `info`, `debug`).";
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // `isolation: process` and `command:` providers start through
+    // guardhost-isolation.
+    guardhost_isolation::install();
     let filter = tracing_subscriber::EnvFilter::try_from_env("GUARDHOST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()

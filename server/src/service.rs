@@ -168,7 +168,7 @@ impl Service {
                     .and_then(|guardrail| guardrail.middleware.decision_log().map(|log| log.dropped()))
                     .unwrap_or(0);
                 let mut reply = Response::new(Full::new(Bytes::from(
-                    self.metrics.render(guardhost::isolation::restarts(), dropped),
+                    self.metrics.render(guardhost_isolation::restarts(), dropped),
                 )));
                 reply
                     .headers_mut()

@@ -20,7 +20,7 @@ const DECISIONS: usize = 200_000;
 
 fn main() {
     let passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/oap/passport.json");
-    let use_ = format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display());
+    let use_ = format!("{}:OAPGuardrailProvider", guardhost_kit::cdylib("guardhost_oap").display());
     let config = json!({ "passport_path": passport }).as_object().cloned().unwrap();
     let provider =
         guardhost::instantiate(&ProviderSpec::new(use_.clone(), config), Path::new("/")).unwrap().provider;

@@ -7,8 +7,8 @@ use std::path::Path;
 #[test]
 fn the_plugin_passes_the_conformance_kit() {
     let passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/oap/passport.json");
-    let use_ = format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display());
+    let use_ = format!("{}:OAPGuardrailProvider", guardhost_kit::cdylib("guardhost_oap").display());
     let config = serde_json::json!({ "passport_path": passport }).as_object().cloned().unwrap();
-    let report = guardhost::conformance::assert_conforms(&use_, &config);
-    assert_eq!(report.count(guardhost::conformance::Status::Warn), 0, "{}", report.to_text());
+    let report = guardhost_kit::assert_conforms(&use_, &config);
+    assert_eq!(report.count(guardhost_kit::Status::Warn), 0, "{}", report.to_text());
 }

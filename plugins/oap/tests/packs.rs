@@ -26,7 +26,7 @@ fn provider(data: &Path, passport: &Path, pack: &str) -> Arc<dyn GuardrailProvid
         "policies_dir": common::path(data, "policies-repo"),
         "tool_mapping": { "pack_under_test": pack },
     });
-    let use_ = format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display());
+    let use_ = format!("{}:OAPGuardrailProvider", guardhost_kit::cdylib("guardhost_oap").display());
     let spec = ProviderSpec::new(use_, config.as_object().cloned().unwrap());
     guardhost::instantiate(&spec, Path::new("/")).unwrap_or_else(|e| panic!("{e}")).provider
 }

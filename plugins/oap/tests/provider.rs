@@ -16,7 +16,7 @@ fn example_passport() -> PathBuf {
 }
 
 fn use_() -> String {
-    format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display())
+    format!("{}:OAPGuardrailProvider", guardhost_kit::cdylib("guardhost_oap").display())
 }
 
 fn object(value: Value) -> Map<String, Value> {

@@ -88,7 +88,7 @@ impl Drop for Redis {
 }
 
 fn use_() -> String {
-    format!("{}:OAPGuardrailProvider", guardhost::conformance::cdylib("guardhost_oap").display())
+    format!("{}:OAPGuardrailProvider", guardhost_kit::cdylib("guardhost_oap").display())
 }
 
 fn object(value: Value) -> Map<String, Value> {

@@ -19,7 +19,7 @@ pub const SERVER: &str = env!("CARGO_BIN_EXE_guardhost-server");
 
 /// `use:` value for a symbol of a workspace cdylib.
 pub fn use_of(lib_name: &str, symbol: &str) -> String {
-    format!("{}:{symbol}", guardhost::conformance::cdylib(lib_name).display())
+    format!("{}:{symbol}", guardhost_kit::cdylib(lib_name).display())
 }
 
 /// A config file with `provider` (YAML lines under `provider:`), in `dir`.

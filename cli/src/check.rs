@@ -1,0 +1,133 @@
+//! `guardhost check`: is this config usable, and what does it install?
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use guardhost::{Guardrail, GuardrailRequest, ProviderFailure, ToolCallRequest};
+
+use crate::error::CliError;
+use crate::setup::load_guardrail;
+
+pub fn run(config_path: Option<&Path>, require_guardrail: bool) -> Result<ExitCode, CliError> {
+    let (config, guardrail) = load_guardrail(config_path, crate::setup::required(require_guardrail)?)?;
+    outln!("config:           {}", config.origin_name())?;
+    let Some(guardrail) = guardrail else {
+        let why = config.unguarded_reason().unwrap_or("no `provider` is set");
+        outln!("guardrail:        none installed ({why}); tool calls run unchecked")?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let info = &guardrail.info;
+    let keys =
+        if info.accepted_keys.is_empty() { "(none)".to_owned() } else { info.accepted_keys.join(", ") };
+    let extra = if info.accepts_extra_keys { " (and any other key)" } else { "" };
+    outln!("guardrail:        installed")?;
+    outln!("provider:         {}", info.name)?;
+    outln!("source:           {}", info.source)?;
+    let program = info.abi_kind == guardhost::AbiKind::Protocol;
+    if program {
+        outln!("protocol:         {} (provider protocol)", info.abi_version.0)?;
+        outln!("accepted keys:    checked by the program itself")?;
+        outln!("framework:        sent in init (\"deerflow\")")?;
+    } else {
+        outln!("abi:              {}.{} ({})", info.abi_version.0, info.abi_version.1, info.abi_kind)?;
+        outln!("accepted keys:    {keys}{extra}")?;
+        outln!(
+            "framework:        {}",
+            if info.framework_injected { "injected (\"deerflow\")" } else { "not injected" }
+        )?;
+    }
+    match info.isolation {
+        guardhost::Isolation::Process if program => {
+            outln!("isolation:        process (the program itself, restarted when it dies)")?
+        }
+        guardhost::Isolation::Process => {
+            outln!("isolation:        process (a `guardhost provider-server` child, restarted when it dies)")?
+        }
+        guardhost::Isolation::InProcess => outln!("isolation:        in_process")?,
+    }
+    match info.transport {
+        Some(guardhost::Transport::SharedMemory) => outln!(
+            "transport:        shared memory ({} slots of {} KiB; pipes for larger messages)",
+            guardhost_isolation::shm::SLOTS,
+            guardhost_isolation::shm::SLOT_BYTES >> 10
+        )?,
+        Some(guardhost::Transport::Pipes) => outln!("transport:        pipes")?,
+        None => {}
+    }
+    match info.timeout_ms {
+        Some(ms) => outln!("timeout:          {ms} ms per call")?,
+        None => outln!("timeout:          none (calls are waited for)")?,
+    }
+    if let Some(sha256) = &info.sha256 {
+        outln!("sha256:           {sha256}")?;
+    }
+    if !info.path_keys.is_empty() {
+        outln!(
+            "paths:            {} (relative to {})",
+            info.path_keys.join(", "),
+            config.base_dir.display()
+        )?;
+    }
+    outln!("fail_closed:      {}", guardrail.middleware.fail_closed())?;
+    match guardrail.middleware.mode() {
+        guardhost::Mode::Enforce => outln!("mode:             enforce (denials block calls)")?,
+        mode => outln!("mode:             {mode} (denials are recorded and counted; the calls run)")?,
+    }
+    outln!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"))?;
+    outln!("probe:            {}", probe(&guardrail)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The tool of the harmless call `check` decides: no tool has this name,
+/// and it has no arguments.
+const PROBE_TOOL: &str = "guardhost_check";
+
+/// Denial codes that mean the provider cannot decide any call as meant: no
+/// usable passport (missing, unreadable, invalid, of an unsupported
+/// version), or a suspended or revoked one. A policy that simply denies the
+/// probe (an empty allowlist, an unmapped tool) is not among them.
+const BROKEN_SETUP: [&str; 4] = [
+    "oap.passport_not_found",
+    "oap.misconfigured",
+    "oap.passport_version_mismatch",
+    "oap.passport_suspended",
+];
+
+/// Decides one harmless call through the configured provider: proof that
+/// it can decide at all. A provider error, or a denial whose code says the
+/// setup is broken, fails the check.
+fn probe(guardrail: &Guardrail) -> Result<String, CliError> {
+    let middleware = &guardrail.middleware;
+    let call = ToolCallRequest::new(PROBE_TOOL, Default::default()).with_id("guardhost-check");
+    let what = format!("tool '{PROBE_TOOL}' with no arguments");
+    let name = &guardrail.info.name;
+    let request = GuardrailRequest::from_tool_call(&call, middleware.passport())
+        .map_err(|e| CliError::CannotDecide(format!("cannot build the probe call: {e}")))?;
+    let decision = match middleware.provider().evaluate(&request) {
+        Ok(decision) => decision,
+        Err(ProviderFailure::Interrupt(interrupt)) => {
+            return Ok(format!("{what}: the provider raised an interrupt ({})", interrupt.message))
+        }
+        Err(error) => {
+            return Err(CliError::CannotDecide(format!(
+                "provider '{name}' failed on a harmless call ({what}): {error}; every call would be decided \
+                 by fail_closed instead of the provider"
+            )))
+        }
+    };
+    let first = decision.reasons.first();
+    if let Some(broken) = first.filter(|r| BROKEN_SETUP.contains(&r.code.as_str())) {
+        return Err(CliError::CannotDecide(format!(
+            "provider '{name}' loads, but its setup is broken: it denied a harmless call ({what}) with {} ({}); \
+             every call would be denied the same way. Fix the passport or the provider's config",
+            broken.code, broken.message
+        )));
+    }
+    let outcome = if decision.allow { "allowed" } else { "denied" };
+    let reason = match first {
+        None => "no reason".to_owned(),
+        Some(r) if r.message.is_empty() => r.code.clone(),
+        Some(r) => format!("{}: {}", r.code, r.message),
+    };
+    Ok(format!("{what}: {outcome} ({reason}); the provider decides"))
+}

@@ -1,0 +1,88 @@
+//! `guardhost eval`: one tool call through the middleware.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use guardhost::{async_handler, ToolCall, ToolCallError, ToolCallRequest};
+use serde_json::{json, Map, Value};
+
+use guardhost::answer::dry_run;
+
+use crate::error::CliError;
+use crate::setup::load_guardrail;
+
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    #[arg(long, value_name = "FILE", help = crate::setup::CONFIG_HELP)]
+    config: Option<PathBuf>,
+    /// The tool's name.
+    #[arg(long, value_name = "NAME")]
+    tool: String,
+    /// The tool's arguments, a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    args: String,
+    /// The tool call's id.
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
+    /// The runtime context, a JSON object (thread_id, user_id, user_role, ...).
+    #[arg(long, value_name = "JSON")]
+    context: Option<String>,
+    /// Use the async path (the provider's aevaluate) on a tokio runtime.
+    #[arg(long = "async")]
+    use_async: bool,
+    #[arg(long, help = crate::setup::REQUIRE_HELP)]
+    require_guardrail: bool,
+}
+
+fn json_object(flag: &str, text: &str) -> Result<Map<String, Value>, CliError> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(CliError::Usage(format!(
+            "--{flag} must be a JSON object such as '{{\"key\": \"value\"}}', got {other}"
+        ))),
+        Err(e) => Err(CliError::Usage(format!(
+            "--{flag} is not valid JSON ({e}); pass a JSON object such as '{{}}'"
+        ))),
+    }
+}
+
+pub fn run(args: EvalArgs) -> Result<ExitCode, CliError> {
+    let tool_args = json_object("args", &args.args)?;
+    let context = args.context.as_deref().map(|c| json_object("context", c)).transpose()?;
+    let (config, guardrail) =
+        load_guardrail(args.config.as_deref(), crate::setup::required(args.require_guardrail)?)?;
+    crate::setup::warn_unguarded(&config);
+    let call = ToolCallRequest {
+        tool_call: ToolCall { name: Some(args.tool), args: tool_args, id: args.id, null_id: false },
+        context,
+    };
+
+    let Some(guardrail) = guardrail else {
+        let message = dry_run(&call.tool_call);
+        outln!("{}", json!({"allow": true, "decision": null, "message": message}))?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let middleware = guardrail.middleware;
+    let outcome = if args.use_async {
+        let runtime = crate::setup::async_runtime()?;
+        let handler = async_handler(|call: ToolCallRequest| async move { Ok(dry_run(&call.tool_call)) });
+        runtime.block_on(middleware.acall_with_verdict(call, handler))
+    } else {
+        middleware.call_with_verdict(call, &|call| Ok(dry_run(&call.tool_call)))
+    };
+    match outcome {
+        Ok((verdict, message)) => {
+            let allow = verdict.allowed();
+            outln!("{}", json!({"allow": allow, "decision": verdict.decision, "message": message}))?;
+            Ok(if allow { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Err(ToolCallError::Interrupt(interrupt)) => {
+            eprintln!(
+                "guardhost: the provider raised an interrupt (a control-flow signal for the agent runtime, not a decision): {}; payload: {}",
+                interrupt.message, interrupt.payload
+            );
+            Ok(ExitCode::from(3))
+        }
+        Err(error) => Err(CliError::Usage(error.to_string())),
+    }
+}

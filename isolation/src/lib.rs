@@ -1,0 +1,53 @@
+//! Process isolation for guardhost (`provider.isolation: process`, and
+//! provider programs named by `command:`): the provider runs in a child
+//! process, so its crash, `exit` or hang costs the calls in flight (each a
+//! provider error, decided by `fail_closed`) and a restart, never the host.
+//!
+//! The guardhost library reaches this crate through one narrow interface,
+//! [`guardhost::launch::Launcher`]: call [`install`] once at start and every
+//! `isolation: process` spec the library builds (from `install`, a reload,
+//! `instantiate`) starts its provider here. The `guardhost` command, the
+//! decision service and the Python package do so.
+//!
+//! - [`protocol`]: the framed, versioned wire format;
+//! - [`client`]: the host's side, [`ProcessProvider`];
+//! - [`launcher`]: what [`install`] gives the library, and
+//!   [`server_program`], the program a provider process runs;
+//! - [`server`]: the provider process's side, [`serve`];
+//! - [`entry`]: the provider process's program around it (its standard
+//!   streams, [`stdio`], and the watch on its host): `guardhost
+//!   provider-server` and the `guardhost-provider-server` binary;
+//! - `shm`: the shared-memory transport calls take on Linux (the pipes
+//!   remain for the handshake, large messages and the connection's end); its
+//!   region's mapping, `shm::region`, is the one module with `unsafe`.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), guardhost::BuildError> {
+//! use guardhost::{instantiate, Isolation, ProviderSpec};
+//!
+//! guardhost_isolation::install();
+//! let mut spec = ProviderSpec::new("plugins/libmy_policy.so:MyPolicy", Default::default());
+//! spec.isolation = Isolation::Process;
+//! spec.timeout_ms = Some(500);
+//! // Starts `guardhost provider-server` ($GUARDHOST_BIN in an embedding program).
+//! let loaded = instantiate(&spec, ".".as_ref())?;
+//! assert_eq!(loaded.info.isolation, Isolation::Process);
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+// `unsafe` is allowed in one module only: `shm::region`.
+#![deny(unsafe_code)]
+
+pub mod client;
+pub mod entry;
+pub mod launcher;
+pub mod protocol;
+pub mod server;
+#[cfg(target_os = "linux")]
+pub mod shm;
+pub mod stdio;
+
+pub use client::{restarts, ProcessProvider, SERVER_ENV};
+pub use launcher::{install, server_program, ProcessLauncher};
+pub use server::{serve, ServeError};
