@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use guardhost_abi::{Decision, Request};
+use guardhost_oap_generic::{GenericPack, GenericState, RuleSupport, Verdict};
 use serde_json::{json, Map, Value};
 
 use crate::config::{Config, Mode};
-use crate::generic::{GenericPack, GenericState, RuleSupport, Verdict};
 use crate::mapping::{self, Route};
 use crate::packs::{self, command, deny, files, mcp, messaging, web, Denial, Limits};
 use crate::passport::{Passport, PassportError, PassportStore, Status, SPEC_VERSION};
 use crate::rate::RateLimiter;
-use crate::redis::RedisState;
+use crate::redis::{RedisRates, RedisState};
 
 /// The largest tool-call context APort evaluates (the arguments as JSON; a
 /// file write's `content` is not counted, only its length is checked).
@@ -62,7 +62,7 @@ enum Rates {
     /// In this process (the default).
     Memory(RateLimiter),
     /// In Redis (`state: redis://...`), shared by every process using it.
-    Redis(Arc<RedisState>),
+    Redis(RedisRates),
 }
 
 /// The code of a denial that stands for a failure of the shared state:
@@ -142,7 +142,7 @@ impl Engine {
             None | Some("memory") => (Rates::Memory(RateLimiter::default()), GenericState::new()),
             Some(url) => {
                 let redis = Arc::new(RedisState::new(url)?);
-                (Rates::Redis(redis.clone()), GenericState::shared(redis))
+                (Rates::Redis(RedisRates::new(redis.clone())), GenericState::shared(redis))
             }
         };
         let framework = config.framework.as_deref().unwrap_or("deerflow");

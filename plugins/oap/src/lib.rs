@@ -40,7 +40,6 @@
 
 pub mod config;
 pub mod engine;
-pub mod generic;
 pub mod mapping;
 pub mod packs;
 pub mod passport;
@@ -54,6 +53,9 @@ use guardhost_abi::{Decision, Provider, ProviderError, Request};
 
 pub use config::{Config, Mode};
 pub use engine::Engine;
+/// APort's generic policy engine, the packs read from `policies_dir`: the
+/// crate `guardhost_oap_generic`.
+pub use guardhost_oap_generic as generic;
 
 /// The OAP provider.
 #[derive(Debug)]

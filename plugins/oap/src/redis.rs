@@ -1,26 +1,22 @@
-//! The OAP provider's state kept in Redis (`state: redis://...`), so that
-//! several processes (replicas of `guardhost serve`, agents on several
-//! machines) enforce one passport's limits together: the per-minute rate
-//! windows here, and the running totals, counters and key sets of policy
-//! packs (`daily_total`, `recent_keys` ...) in `generic::shared`.
+//! The OAP provider's per-minute rate windows in Redis (`state:
+//! redis://...`), so that several processes (replicas of `guardhost
+//! serve`, agents on several machines) enforce one passport's rate limits
+//! together. The same server keeps the running totals, counters and key
+//! sets of policy packs (`daily_total`, `recent_keys` ...), through the
+//! generic engine's [`RedisState`], whose connections the windows share.
 //!
 //! Each rate window is a sorted set of admitted calls, scored by the Redis
 //! server's own clock (no clock skew between replicas), trimmed, counted
 //! and added to by one Lua script: atomic, whatever the number of callers.
-//! The client is a small RESP2 one over plain TCP (a connection per
-//! concurrent caller, kept and reused), with a timeout on connecting and on
-//! every reply. An unreachable or failing server is an error, never a
-//! decision: the host's `fail_closed` decides the call, and the message
-//! says which server and why.
+//! An unreachable or failing server is an error, never a decision: the
+//! host's `fail_closed` decides the call, and the message says which
+//! server and why.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
 
-/// How long a connection or a reply may take.
-pub const TIMEOUT: Duration = Duration::from_millis(500);
+use guardhost_oap_generic::redis::{command, Connection, Reply};
+pub use guardhost_oap_generic::redis::{RedisState, TIMEOUT};
 
 /// Trims the window to the last minute, counts it, and admits the call if
 /// the count is under the limit (`ARGV[1]`), under a unique member
@@ -37,90 +33,22 @@ if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
 end
 return 0";
 
-/// A Redis server keeping the provider's state.
-pub struct RedisState {
-    /// `redis://host:port/db`, as configured (without a password).
-    shown: String,
-    host: String,
-    port: u16,
-    db: u32,
-    password: Option<String>,
-    idle: Mutex<Vec<Connection>>,
+/// Per-minute rate windows kept in a Redis server.
+#[derive(Debug)]
+pub struct RedisRates {
+    redis: Arc<RedisState>,
     script: OnceLock<String>,
     /// Makes members unique: this process's random part, and a counter.
     member_prefix: u64,
     members: AtomicU64,
 }
 
-impl std::fmt::Debug for RedisState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisState").field("server", &self.shown).finish_non_exhaustive()
-    }
-}
-
-/// A connection to the server.
-pub(crate) type Connection = BufReader<TcpStream>;
-
-/// A reply (a null bulk string and a null array are both `Bulk(None)`).
-#[derive(Debug, PartialEq)]
-pub(crate) enum Reply {
-    Simple(String),
-    Error(String),
-    Integer(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Vec<Reply>),
-}
-
-impl RedisState {
-    /// Parses `redis://[:password@]host[:port][/db]`. The password, if
-    /// any, is never shown in a message.
-    pub fn new(url: &str) -> Result<RedisState, String> {
-        let expected = "expected redis://[:password@]host[:port][/db]";
-        let rest = url.strip_prefix("redis://").ok_or_else(|| format!("`state`: {expected}"))?;
-        // The password (which may hold `/` or `@`) ends at the last `@`.
-        let (password, rest) = match rest.rsplit_once('@') {
-            Some((user_info, rest)) => {
-                let password = user_info.split_once(':').map_or(user_info, |(_, p)| p);
-                (Some(password.to_owned()).filter(|p| !p.is_empty()), rest)
-            }
-            None => (None, rest),
-        };
-        let (address, db) = match rest.split_once('/') {
-            Some((address, "")) => (address, 0),
-            Some((address, db)) => (
-                address,
-                db.parse().map_err(|_| format!("`state`: the database is not a number; {expected}"))?,
-            ),
-            None => (rest, 0),
-        };
-        let (host, port) = match address.rsplit_once(':') {
-            Some((host, port)) => {
-                (host, port.parse().map_err(|_| format!("`state`: the port is not a number; {expected}"))?)
-            }
-            None => (address, 6379),
-        };
-        if host.is_empty() {
-            return Err(format!("`state`: no host; {expected}"));
-        }
-        let shown = format!("redis://{host}:{port}/{db}");
+impl RedisRates {
+    /// Windows kept in `redis` (whose connections they share).
+    pub fn new(redis: Arc<RedisState>) -> RedisRates {
         let random = std::collections::hash_map::RandomState::new();
         let member_prefix = std::hash::BuildHasher::hash_one(&random, std::process::id());
-        Ok(RedisState {
-            shown,
-            host: host.to_owned(),
-            port,
-            db,
-            password,
-            idle: Mutex::new(Vec::new()),
-            script: OnceLock::new(),
-            member_prefix,
-            members: AtomicU64::new(0),
-        })
-    }
-
-    /// The server, as messages name it.
-    pub fn server(&self) -> &str {
-        &self.shown
+        RedisRates { redis, script: OnceLock::new(), member_prefix, members: AtomicU64::new(0) }
     }
 
     /// Counts one call under `key` if fewer than `per_minute` happened in
@@ -131,7 +59,7 @@ impl RedisState {
         let member = format!("{:016x}-{}", self.member_prefix, self.members.fetch_add(1, Ordering::Relaxed));
         let key = format!("guardhost:oap:rate:{key}");
         let limit = limit.to_string();
-        self.with_connection(|connection| self.admit_on(connection, &key, &limit, &member))
+        self.redis.with_connection(|connection| self.admit_on(connection, &key, &limit, &member))
     }
 
     fn admit_on(
@@ -167,104 +95,6 @@ impl RedisState {
             other => Err(format!("the script answered {other:?}")),
         }
     }
-
-    /// Runs `work` on a kept connection, or a new one, which is kept again
-    /// if `work` succeeds (so `work` must leave it as it found it: no
-    /// transaction or watch open). An error says which server failed.
-    pub(crate) fn with_connection<T>(
-        &self,
-        work: impl FnOnce(&mut Connection) -> Result<T, String>,
-    ) -> Result<T, String> {
-        let mut connection = self.connection()?;
-        let result = work(&mut connection);
-        if result.is_ok() {
-            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(connection);
-        }
-        result.map_err(|e| format!("the shared state at {} failed: {e}", self.shown))
-    }
-
-    /// A kept connection, or a new one (authenticated, on the database).
-    fn connection(&self) -> Result<Connection, String> {
-        if let Some(connection) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Ok(connection);
-        }
-        let unreachable = |e: std::io::Error| format!("cannot reach the shared state at {}: {e}", self.shown);
-        let address =
-            (self.host.as_str(), self.port).to_socket_addrs().map_err(unreachable)?.next().ok_or_else(
-                || format!("cannot reach the shared state at {}: the host has no address", self.shown),
-            )?;
-        let stream = TcpStream::connect_timeout(&address, TIMEOUT).map_err(unreachable)?;
-        stream.set_read_timeout(Some(TIMEOUT)).map_err(unreachable)?;
-        stream.set_write_timeout(Some(TIMEOUT)).map_err(unreachable)?;
-        let _ = stream.set_nodelay(true);
-        let mut connection = BufReader::new(stream);
-        let failed = |e: String| format!("the shared state at {} refused the connection: {e}", self.shown);
-        if let Some(password) = &self.password {
-            expect_ok(command(&mut connection, &[b"AUTH", password.as_bytes()]).map_err(failed)?)
-                .map_err(failed)?;
-        }
-        if self.db != 0 {
-            let db = self.db.to_string();
-            expect_ok(command(&mut connection, &[b"SELECT", db.as_bytes()]).map_err(failed)?)
-                .map_err(failed)?;
-        }
-        Ok(connection)
-    }
-}
-
-/// A simple-string reply (`+OK`, `+QUEUED`); anything else is an error.
-pub(crate) fn expect_ok(reply: Reply) -> Result<(), String> {
-    match reply {
-        Reply::Simple(_) => Ok(()),
-        Reply::Error(e) => Err(e),
-        other => Err(format!("answered {other:?}")),
-    }
-}
-
-/// Sends one command and reads its reply.
-pub(crate) fn command(connection: &mut Connection, args: &[&[u8]]) -> Result<Reply, String> {
-    let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        bytes.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        bytes.extend_from_slice(arg);
-        bytes.extend_from_slice(b"\r\n");
-    }
-    connection.get_mut().write_all(&bytes).map_err(|e| e.to_string())?;
-    read_reply(connection)
-}
-
-fn read_reply(input: &mut impl BufRead) -> Result<Reply, String> {
-    let mut line = Vec::new();
-    input.read_until(b'\n', &mut line).map_err(|e| e.to_string())?;
-    if !line.ends_with(b"\r\n") {
-        return Err("the connection closed".into());
-    }
-    let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
-    let number = || text.parse::<i64>().map_err(|_| format!("not a number in a reply: {text:?}"));
-    match line[0] {
-        b'+' => Ok(Reply::Simple(text)),
-        b'-' => Ok(Reply::Error(text)),
-        b':' => Ok(Reply::Integer(number()?)),
-        b'$' => match number()? {
-            -1 => Ok(Reply::Bulk(None)),
-            length if (0..=64 << 20).contains(&length) => {
-                let mut bulk = vec![0; length as usize + 2];
-                input.read_exact(&mut bulk).map_err(|e| e.to_string())?;
-                bulk.truncate(length as usize);
-                Ok(Reply::Bulk(Some(bulk)))
-            }
-            length => Err(format!("a bulk reply of {length} bytes")),
-        },
-        b'*' => match number()? {
-            // A transaction whose watched keys changed (`EXEC`).
-            -1 => Ok(Reply::Bulk(None)),
-            count if (0..=1 << 20).contains(&count) => {
-                (0..count).map(|_| read_reply(input)).collect::<Result<_, _>>().map(Reply::Array)
-            }
-            count => Err(format!("an array reply of {count} items")),
-        },
-        other => Err(format!("not a reply: starts with {:?}", other as char)),
-    }
 }
 
 #[cfg(test)]
@@ -272,46 +102,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_read_and_a_password_never_shown() {
-        let rates = RedisState::new("redis://:s3/cr@et@cache.internal:6380/2").unwrap();
-        assert_eq!((rates.host.as_str(), rates.port, rates.db), ("cache.internal", 6380, 2));
-        assert_eq!(rates.password.as_deref(), Some("s3/cr@et"));
-        assert_eq!(rates.server(), "redis://cache.internal:6380/2");
-        assert!(!format!("{rates:?}").contains("s3/cr@et"));
-        let plain = RedisState::new("redis://127.0.0.1").unwrap();
-        assert_eq!((plain.port, plain.db, plain.password.clone()), (6379, 0, None));
-        for (bad, why) in [
-            ("http://x", "expected redis://"),
-            ("redis://host:port", "the port is not a number"),
-            ("redis://host/x", "the database is not a number"),
-            ("redis://:p@", "no host"),
-        ] {
-            assert!(RedisState::new(bad).unwrap_err().contains(why), "{bad}");
-        }
-    }
-
-    #[test]
-    fn replies_are_read_as_resp2_says() {
-        let read = |bytes: &[u8]| read_reply(&mut &bytes[..]);
-        assert_eq!(read(b"+OK\r\n"), Ok(Reply::Simple("OK".into())));
-        assert_eq!(read(b"-ERR no\r\n"), Ok(Reply::Error("ERR no".into())));
-        assert_eq!(read(b":42\r\n"), Ok(Reply::Integer(42)));
-        assert_eq!(read(b"$3\r\nabc\r\n"), Ok(Reply::Bulk(Some(b"abc".to_vec()))));
-        assert_eq!(read(b"$-1\r\n"), Ok(Reply::Bulk(None)));
-        assert_eq!(read(b"*-1\r\n"), Ok(Reply::Bulk(None)));
-        assert_eq!(
-            read(b"*2\r\n:1\r\n$1\r\nx\r\n"),
-            Ok(Reply::Array(vec![Reply::Integer(1), Reply::Bulk(Some(b"x".to_vec()))]))
-        );
-        assert!(read(b"").is_err());
-        assert!(read(b"?\r\n").unwrap_err().contains("not a reply"));
-        assert!(read(b"$99999999999\r\n").unwrap_err().contains("bulk reply"));
-    }
-
-    #[test]
     fn an_unreachable_server_is_an_error_naming_it() {
         // Port 1 on loopback: nothing listens there.
-        let rates = RedisState::new("redis://127.0.0.1:1").unwrap();
+        let rates = RedisRates::new(Arc::new(RedisState::new("redis://127.0.0.1:1").unwrap()));
         let error = rates.admit("k", 5.0).unwrap_err();
         assert!(error.contains("redis://127.0.0.1:1/0") && error.contains("cannot reach"), "{error}");
     }

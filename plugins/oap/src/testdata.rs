@@ -9,7 +9,8 @@
 //! notice shows in a normal `cargo test` run, where the harness captures
 //! `println!`) and returns. Set: a missing directory or file fails the test,
 //! naming what is missing. The integration tests include this file too
-//! (`tests/common/mod.rs`).
+//! (`tests/common/mod.rs`), and so do the unit tests of the generic engine's
+//! crate (`generic/src/lib.rs`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -26,7 +26,7 @@
 
 use serde_json::Value;
 
-use super::PackError;
+use crate::error::{err, PackError};
 
 /// The longest deny message: a schema error quotes the offending value,
 /// which may be the whole of a long string.
@@ -60,12 +60,12 @@ impl ContextSchema {
         let schema = match schema {
             None | Some(Value::Null) => return Ok(None),
             Some(s @ (Value::Object(_) | Value::Bool(_))) => s,
-            Some(_) => return Err(super::err(id, "`required_context` must be a JSON Schema (an object)")),
+            Some(_) => return Err(err(id, "`required_context` must be a JSON Schema (an object)")),
         };
         jsonschema::options()
             .build(schema)
             .map(|validator| Some(ContextSchema { validator }))
-            .map_err(|e| super::err(id, format!("`required_context` is not a valid JSON Schema: {e}")))
+            .map_err(|e| err(id, format!("`required_context` is not a valid JSON Schema: {e}")))
     }
 
     /// Checks `context`. A valid call (the common case) costs one pass of

@@ -1,7 +1,7 @@
 //! Tests of the generic engine: the parser and evaluator on packs written
 //! here, and every published pack loads (read at run time from APort's data
 //! in `GUARDHOST_OAP_DATA`, see [`crate::testdata`]). The packs' own fixtures
-//! are replayed through the provider in `tests/packs.rs`.
+//! are replayed through the OAP provider in its `tests/packs.rs`.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use super::eval::{truth, Cx, Tri};
-use super::{GenericPack, GenericState, RuleSupport, Verdict};
+use crate::eval::{truth, Cx, Tri};
+use crate::{GenericPack, GenericState, RuleSupport, Verdict};
 
 /// 2025-01-30T12:00:00Z, the fixtures' day.
 const NOW: f64 = 1_738_238_400.0;
@@ -77,7 +77,7 @@ fn every_pack_loads() {
     let mut report = String::new();
     let mut unsupported = Vec::new();
     let mut packs = 0;
-    let Some(files) = published_packs("generic::tests::every_pack_loads") else { return };
+    let Some(files) = published_packs("tests::every_pack_loads") else { return };
     for (root, file) in files {
         let pack = load_pack(&file);
         packs += 1;
@@ -158,7 +158,8 @@ fn tri_with(cond: &str, passport: &Value, context: &Value) -> Tri {
     let context = context.as_object().cloned().unwrap_or_default();
     let state = GenericState::new();
     let guard = state.lock();
-    let cx = Cx { pack: &pack, passport, context: &context, state: Some(&*guard), subject: "p1", now: NOW };
+    let cx =
+        Cx { pack: pack.view(), passport, context: &context, state: Some(&*guard), subject: "p1", now: NOW };
     truth(&cx.eval(expr, &mut Vec::new()))
 }
 
@@ -540,7 +541,7 @@ fn garbage_never_panics() {
 
 #[test]
 fn published_packs_never_panic_on_garbage() {
-    let Some(files) = published_packs("generic::tests::published_packs_never_panic_on_garbage") else {
+    let Some(files) = published_packs("tests::published_packs_never_panic_on_garbage") else {
         return;
     };
     let conditions = published_conditions(&files);

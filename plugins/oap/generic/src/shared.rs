@@ -15,8 +15,8 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-use super::state::{window_of, Pending, StateView};
 use crate::redis::{command, expect_ok, Connection, Reply};
+use crate::state::{window_of, Pending, StateView};
 
 /// How many times a call is evaluated again while concurrent calls keep
 /// changing what it read, before it fails (a provider error).

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::parser::{ArithOp, Base, CmpOp, Expr, StateRef, Step};
+use crate::parser::{ArithOp, Base, CmpOp, Expr, StateRef, Step};
 
 /// How a stateful name accumulates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
-//! Policy packs loaded from JSON files (`policies_dir`), evaluated by their
-//! declarative `evaluation_rules`.
+//! A policy pack: loaded from its JSON file, evaluated by its declarative
+//! `evaluation_rules`. What follows is the reference of what a pack may say
+//! and how each part is read.
 //!
 //! A pack is a `policy.json` (APort's `aport-policies` format). Its rules'
 //! `condition` strings are parsed once, at load, into a small AST; a call
@@ -12,7 +13,7 @@
 //! 2. The values of the context must be what the pack's `required_context`
 //!    (a JSON Schema, compiled at load) allows: types, `enum`, patterns,
 //!    bounds (`oap.invalid_context`, `Invalid context field priority: ...`).
-//!    See [`schema`] for what is checked and why.
+//!    See [`crate::schema`] for what is checked and why.
 //! 3. The `evaluation_rules`, in file order; the first rule whose condition
 //!    is **false** denies with its `deny_code`.
 //! 4. The pack's `required_fields`, then any other property the top level
@@ -31,7 +32,7 @@
 //! caller may refuse such packs if it wants to fail closed.
 //!
 //! Not enforced: `required` below the top level of `required_context` (see
-//! [`schema`]), `limits_required` (APort's own fixture passports omit
+//! [`crate::schema`]), `limits_required` (APort's own fixture passports omit
 //! listed limits such as `approval_required`), `enforcement`, `mcp`.
 //!
 //! # Grammar
@@ -63,7 +64,7 @@
 //!   finance.transaction.allowed_transaction_types` reads key
 //!   `finance.transaction`), then the single field.
 //! * Inside limits, when a limit is absent, a documented alias is tried
-//!   ([`LIMIT_ALIASES`]): `supported_currencies` falls back to the
+//!   ([`crate::LIMIT_ALIASES`]): `supported_currencies` falls back to the
 //!   `currency_limits` object (so `currency in limits.supported_currencies`
 //!   tests its keys), `refund_reason_codes` ↔ `reason_codes`,
 //!   `max_export_rows` ↔ `max_rows`.
@@ -163,57 +164,24 @@
 //! the failing comparison (`Currency GBP is not supported`, `Amount 25000
 //! exceeds the limit of 20000`), else from the rule's `description`.
 
-mod bind;
-mod eval;
-mod lexer;
-mod parser;
-pub mod schema;
-mod shared;
-mod state;
-#[cfg(test)]
-mod tests;
-mod time;
-
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-use bind::{StateVar, Update, UpdateOp};
-use eval::{assurance_rank, show, truth, Cx, Tri, Val};
-use parser::{ArithOp, Base, CmpOp, Expr, Quant, Step};
-use schema::ContextSchema;
-use state::{Pending, StateInner, StateView};
-
+use crate::assurance::{assurance_rank, Assurance};
+use crate::bind::{self, StateVar, Update, UpdateOp};
+use crate::error::{err, PackError};
+use crate::eval::{self, show, truth, Cx, PackView, Tri, Val};
+use crate::parser::{self, ArithOp, Base, CmpOp, Expr, Quant, Step};
 use crate::redis::RedisState;
-
-/// Fallback names for limits a passport spells differently from the pack,
-/// `(name in the rule, name tried when it is absent)`; used only inside
-/// `limits` (see the module docs).
-pub const LIMIT_ALIASES: &[(&str, &str)] = &[
-    ("supported_currencies", "currency_limits"),
-    ("refund_reason_codes", "reason_codes"),
-    ("reason_codes", "refund_reason_codes"),
-    ("max_export_rows", "max_rows"),
-    ("max_rows", "max_export_rows"),
-];
+use crate::schema::ContextSchema;
+use crate::shared;
+use crate::state::{GenericState, Pending, StateView};
 
 /// Pack `deny_code`s renamed to the OAP spec's vocabulary, applied to every
 /// pack at load.
 pub const SPEC_CODE_ALIASES: &[(&str, &str)] = &[("oap.pii_not_allowed", "oap.pii_blocked")];
-
-/// Why a pack file could not be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackError(pub String);
-
-impl std::fmt::Display for PackError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for PackError {}
 
 /// The outcome of a generic pack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,9 +239,9 @@ pub struct Reason {
 }
 
 #[derive(Debug)]
-struct Rule {
-    info: RuleInfo,
-    expr: Option<Expr>,
+pub(crate) struct Rule {
+    pub(crate) info: RuleInfo,
+    pub(crate) expr: Option<Expr>,
     message: Option<String>,
     description: Option<String>,
 }
@@ -286,59 +254,17 @@ pub struct GenericPack {
     /// The capabilities a passport must list.
     pub requires_capabilities: Vec<String>,
     doc: Value,
-    min_assurance: Option<(u8, String)>,
-    /// `(lte_minor, min_level)`, ascending.
-    assurance_rules: Vec<(f64, String)>,
+    /// `min_assurance` and `assurance_rules`.
+    assurance: Assurance,
     required_fields: Vec<String>,
     /// `required_context`, compiled.
     context_schema: Option<ContextSchema>,
     /// Keys of `passport.limits` that `limits.X` is relative to.
     limit_scopes: Vec<String>,
-    rules: Vec<Rule>,
+    pub(crate) rules: Vec<Rule>,
     state_vars: Vec<StateVar>,
     updates: Vec<Update>,
     stateful: bool,
-}
-
-/// Counters that rules such as `daily_total` and `recent_keys` read;
-/// thread-safe. In this process by default, or in Redis.
-#[derive(Debug, Default)]
-pub struct GenericState {
-    inner: Mutex<StateInner>,
-    shared: Option<Arc<RedisState>>,
-}
-
-impl GenericState {
-    /// An empty state, in this process.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// State kept in `redis`, shared by every process that uses the same
-    /// server.
-    pub fn shared(redis: Arc<RedisState>) -> Self {
-        GenericState { inner: Mutex::default(), shared: Some(redis) }
-    }
-
-    /// Forgets every counter and set kept in this process (not those kept
-    /// in Redis).
-    pub fn clear(&self) {
-        self.lock().clear();
-    }
-
-    fn lock(&self) -> MutexGuard<'_, StateInner> {
-        // Evaluation does not panic under the lock, and every update is a
-        // plain map insert, so even a poisoned lock guards consistent maps.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-fn err(id: &str, what: impl std::fmt::Display) -> PackError {
-    if id.is_empty() {
-        PackError(format!("policy pack: {what}"))
-    } else {
-        PackError(format!("policy pack `{id}`: {what}"))
-    }
 }
 
 fn string_list(doc: &Map<String, Value>, key: &str, id: &str) -> Result<Option<Vec<String>>, PackError> {
@@ -465,8 +391,7 @@ impl GenericPack {
             id,
             requires_capabilities,
             doc,
-            min_assurance,
-            assurance_rules,
+            assurance: Assurance { min: min_assurance, rules: assurance_rules },
             required_fields,
             context_schema,
             limit_scopes,
@@ -490,15 +415,6 @@ impl GenericPack {
     /// Whether evaluations read or write [`GenericState`].
     pub fn is_stateful(&self) -> bool {
         self.stateful
-    }
-
-    /// The level `getRequiredAssuranceLevel` returns for `amount`.
-    fn required_assurance(&self, amount: f64) -> &str {
-        match self.assurance_rules.iter().find(|(lte, _)| amount <= *lte) {
-            Some((_, level)) => level,
-            None if !self.assurance_rules.is_empty() => "L4",
-            None => self.min_assurance.as_ref().map_or("L0", |(_, l)| l),
-        }
     }
 
     /// Evaluates `context` (the tool call's arguments, a JSON object; any
@@ -612,7 +528,18 @@ impl GenericPack {
         now: f64,
     ) -> Cx<'a> {
         let subject = passport.get("passport_id").and_then(Value::as_str).unwrap_or("");
-        Cx { pack: self, passport, context, state, subject, now }
+        Cx { pack: self.view(), passport, context, state, subject, now }
+    }
+
+    /// What an evaluation reads of the pack.
+    pub(crate) fn view(&self) -> PackView<'_> {
+        PackView {
+            id: &self.id,
+            doc: &self.doc,
+            limit_scopes: &self.limit_scopes,
+            state_vars: &self.state_vars,
+            assurance: &self.assurance,
+        }
     }
 
     /// The failing checks, in order; only the first when `first_only`.
@@ -620,7 +547,7 @@ impl GenericPack {
     /// for the schema.
     fn check(&self, cx: &Cx<'_>, context: &Value, first_only: bool) -> Vec<Reason> {
         let mut out = Vec::new();
-        if let Some((min, min_name)) = self.min_assurance.as_ref().filter(|(min, _)| *min > 0) {
+        if let Some((min, min_name)) = self.assurance.min.as_ref().filter(|(min, _)| *min > 0) {
             let level = cx.passport.get("assurance_level").and_then(Value::as_str);
             match level.map(|l| (l, assurance_rank(l))) {
                 Some((_, Some(rank))) if rank >= *min => {}

@@ -6,7 +6,7 @@
 //! `!` (JavaScript's operator, tighter than comparisons); postfix `.field`,
 //! `[index]`, calls.
 
-use super::lexer::{tokenize, Tok};
+use crate::lexer::{tokenize, Tok};
 
 /// Deepest expression nesting accepted.
 pub(super) const MAX_DEPTH: usize = 48;

@@ -1,6 +1,10 @@
-//! Counters and sets behind the stateful names.
+//! Counters and sets behind the stateful names: [`GenericState`], in this
+//! process or in Redis.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::redis::RedisState;
 
 /// Expired entries are dropped when a map grows past its threshold, which
 /// then becomes twice the surviving size (at least this), so pruning costs
@@ -21,7 +25,42 @@ struct Set {
     prune_above: usize,
 }
 
-/// The data behind [`super::GenericState`].
+/// Counters that rules such as `daily_total` and `recent_keys` read;
+/// thread-safe. In this process by default, or in Redis.
+#[derive(Debug, Default)]
+pub struct GenericState {
+    inner: Mutex<StateInner>,
+    /// The server keeping the state, when it is kept in Redis.
+    pub(crate) shared: Option<Arc<RedisState>>,
+}
+
+impl GenericState {
+    /// An empty state, in this process.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// State kept in `redis`, shared by every process that uses the same
+    /// server.
+    pub fn shared(redis: Arc<RedisState>) -> Self {
+        GenericState { inner: Mutex::default(), shared: Some(redis) }
+    }
+
+    /// Forgets every counter and set kept in this process (not those kept
+    /// in Redis).
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// The state kept in this process.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, StateInner> {
+        // Evaluation does not panic under the lock, and every update is a
+        // plain map insert, so even a poisoned lock guards consistent maps.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The data behind [`GenericState`], in this process.
 #[derive(Debug, Default)]
 pub(super) struct StateInner {
     counters: HashMap<String, Counter>,
@@ -52,7 +91,7 @@ pub(super) enum Pending {
 }
 
 /// What an evaluation reads of the state: this process's
-/// ([`StateInner`]) or a Redis server's (`super::shared`).
+/// ([`StateInner`]) or a Redis server's (`crate::shared`).
 pub(super) trait StateView {
     /// The counter's value in the current window of `window_secs` (0 when
     /// unset).

@@ -6,11 +6,22 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
-use super::bind::StateKind;
-use super::parser::{ArithOp, Base, CmpOp, Expr, Func, Lit, Method, Quant, StateRef, Step};
-use super::state::StateView;
-use super::time::parse_timestamp;
-use super::{GenericPack, LIMIT_ALIASES};
+use crate::assurance::{assurance_rank, Assurance};
+use crate::bind::{StateKind, StateVar};
+use crate::parser::{ArithOp, Base, CmpOp, Expr, Func, Lit, Method, Quant, StateRef, Step};
+use crate::state::StateView;
+use crate::time::parse_timestamp;
+
+/// Fallback names for limits a passport spells differently from the pack,
+/// `(name in the rule, name tried when it is absent)`; used only inside
+/// `limits` (see [`crate::pack`], *Names*).
+pub const LIMIT_ALIASES: &[(&str, &str)] = &[
+    ("supported_currencies", "currency_limits"),
+    ("refund_reason_codes", "reason_codes"),
+    ("reason_codes", "refund_reason_codes"),
+    ("max_export_rows", "max_rows"),
+    ("max_rows", "max_export_rows"),
+];
 
 /// Where an absent value was looked up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,17 +140,6 @@ impl Agg {
             (None, false) if self.conj => Tri::True,
             _ => Tri::False,
         }
-    }
-}
-
-/// The assurance rank of `L0`–`L4` (suffixes such as `L4KYC` allowed).
-pub(super) fn assurance_rank(s: &str) -> Option<u8> {
-    let b = s.as_bytes();
-    match b {
-        [b'L' | b'l', d @ b'0'..=b'4', rest @ ..] if rest.iter().all(u8::is_ascii_alphabetic) => {
-            Some(d - b'0')
-        }
-        _ => None,
     }
 }
 
@@ -269,9 +269,24 @@ fn is_empty(v: &Val<'_>) -> Val<'static> {
     }
 }
 
+/// What an evaluation reads of the pack.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PackView<'a> {
+    /// The pack id, the first part of every state key.
+    pub id: &'a str,
+    /// The pack document (`policy.X`).
+    pub doc: &'a Value,
+    /// Keys of `passport.limits` that `limits.X` is relative to.
+    pub limit_scopes: &'a [String],
+    /// The stateful names.
+    pub state_vars: &'a [StateVar],
+    /// For `getRequiredAssuranceLevel`.
+    pub assurance: &'a Assurance,
+}
+
 /// Everything an evaluation reads.
 pub(super) struct Cx<'a> {
-    pub pack: &'a GenericPack,
+    pub pack: PackView<'a>,
     pub passport: &'a Value,
     pub context: &'a Map<String, Value>,
     pub state: Option<&'a dyn StateView>,
@@ -484,7 +499,7 @@ impl<'a> Cx<'a> {
     pub(super) fn state_key(&self, r: &'a StateRef, vars: &mut Vec<Val<'a>>) -> Result<String, Val<'a>> {
         let name = self.pack.state_vars.get(r.var).map_or("", |v| &v.name);
         let mut key = String::with_capacity(64);
-        for part in [self.pack.id.as_str(), self.subject, name] {
+        for part in [self.pack.id, self.subject, name] {
             key.push_str(part);
             key.push('\u{1f}');
         }
@@ -527,14 +542,12 @@ impl<'a> Cx<'a> {
                 _ => self.walk(from_json(self.passport, Src::Config), steps, Src::Config, false, vars),
             },
             Base::Context => self.walk(Val::Obj(self.context), steps, Src::Data, false, vars),
-            Base::Policy => {
-                self.walk(from_json(&self.pack.doc, Src::Config), steps, Src::Config, false, vars)
-            }
+            Base::Policy => self.walk(from_json(self.pack.doc, Src::Config), steps, Src::Config, false, vars),
             Base::Limits => {
                 let Some(limits) = self.passport.get("limits").and_then(Value::as_object) else {
                     return Val::Missing(Src::Config);
                 };
-                for scope in &self.pack.limit_scopes {
+                for scope in self.pack.limit_scopes {
                     if let Some(Value::Object(caps)) = limits.get(scope) {
                         if steps.is_empty() {
                             return Val::Obj(caps);
@@ -627,7 +640,7 @@ impl<'a> Cx<'a> {
                 _ => Val::Err("not a date-time"),
             },
             Func::RequiredAssurance => match arg(0) {
-                Val::Num(amount) => Val::Str(Cow::Borrowed(self.pack.required_assurance(amount))),
+                Val::Num(amount) => Val::Str(Cow::Borrowed(self.pack.assurance.required(amount))),
                 Val::Missing(_) => UNKNOWN,
                 Val::Err(e) => Val::Err(e),
                 _ => Val::Err("the amount must be a number"),
