@@ -6,47 +6,11 @@
 mod support;
 
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
-use guardhost_kit::{self as conformance, CaseId, Options, Report, Status};
+use guardhost_kit::{self as conformance, CaseId, Options, Status};
 use serde_json::{json, Map, Value};
+use support::kit::{assert_clean, exclusive, options, run, zoo};
 use support::{object, use_of};
-
-/// One kit run at a time: the memory check reads the whole process's
-/// resident memory, which a concurrent run (a leaking zoo member) would move.
-fn exclusive() -> MutexGuard<'static, ()> {
-    static KIT: Mutex<()> = Mutex::new(());
-    KIT.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Generous limits: a debug build on a busy CI machine must not fail a good
-/// provider on time. The zoo members whose fault is time get tight ones.
-fn options() -> Options {
-    Options {
-        iterations: 2_000,
-        call_timeout: Duration::from_secs(2),
-        latency_budget: Duration::from_millis(50),
-        case_time_limit: Duration::from_secs(1),
-        fuzz: Duration::from_millis(200),
-        ..Options::default()
-    }
-}
-
-fn run(use_: &str, config: Map<String, Value>) -> Report {
-    conformance::run(use_, &config, &options())
-}
-
-fn zoo(symbol: &str) -> String {
-    use_of("guardhost_zoo", symbol)
-}
-
-#[track_caller]
-fn assert_clean(report: &Report) {
-    let not_passed: Vec<_> = report.cases.iter().filter(|c| c.status != Status::Pass).collect();
-    assert!(not_passed.is_empty(), "{}", report.to_text());
-    assert_eq!(report.cases.len(), CaseId::ALL.len());
-}
 
 /// The command, with the in-process default whatever the CI environment
 /// says (tests that want a provider process ask for it).

@@ -26,23 +26,9 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use guardhost::{
     async_handler, GuardrailMiddleware, GuardrailRequest, JsonlAuditSink, ProviderSpec, ToolCallRequest,
-    ToolMessage, ToolStatus,
 };
-use guardhost_test_support::{load, object, use_of};
+use guardhost_test_support::{load, object, passthrough, tool_call as call, use_of};
 use serde_json::{json, Map, Value};
-
-fn passthrough(call: ToolCallRequest) -> Result<ToolMessage, guardhost::ToolCallError> {
-    Ok(ToolMessage {
-        content: String::new(),
-        tool_call_id: call.tool_call.id.unwrap_or_default(),
-        name: call.tool_call.name,
-        status: ToolStatus::Success,
-    })
-}
-
-fn call(tool: &str, args: Value) -> ToolCallRequest {
-    ToolCallRequest::new(tool, object(args)).with_id("call-1")
-}
 
 fn allowlist_config() -> Map<String, Value> {
     object(json!({"denied_tools": ["bash", "write_file", "str_replace"]}))

@@ -1,7 +1,7 @@
 //! What building a provider gives: the live provider with its description
 //! ([`LoadedProvider`], [`ProviderInfo`]), or why it could not be built
 //! ([`BuildError`]). Shared by every way a provider is built: a library in
-//! this process ([`crate::instantiate`]) and a provider in a process of its
+//! this process ([`mod@crate::instantiate`]) and a provider in a process of its
 //! own ([`crate::launch`]).
 
 use std::fmt;

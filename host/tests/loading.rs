@@ -612,3 +612,27 @@ fn integrity_keys_are_read_from_yaml() {
     assert_eq!(provider.sha256.as_deref(), Some("abc"));
     assert!(provider.allow_insecure_permissions);
 }
+
+/// This library alone starts no process: a spec that needs one is refused,
+/// saying what to link (the `guardhost` command, the server and the Python
+/// package install `guardhost-isolation`'s launcher; these tests do not).
+#[test]
+fn a_spec_that_needs_a_process_is_refused_without_a_launcher_saying_what_to_link() {
+    assert!(!guardhost::launch::has_launcher());
+    let mut isolated = ProviderSpec::new(use_of("guardhost_allowlist", "AllowlistProvider"), Map::new());
+    isolated.isolation = guardhost::Isolation::Process;
+    let error = instantiate(&isolated, Path::new("/")).unwrap_err();
+    assert!(matches!(error, BuildError::Isolation { .. }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "`isolation: process` runs the provider in a process of its own, and this program has no process \
+         launcher: link the guardhost-isolation crate and call guardhost_isolation::install() once at start"
+    );
+
+    let mut program = ProviderSpec::new("", Map::new());
+    program.use_.clear();
+    program.command = Some(vec!["python3".into(), "provider.py".into()]);
+    program.isolation = guardhost::Isolation::Process;
+    let error = instantiate(&program, Path::new("/")).unwrap_err().to_string();
+    assert!(error.starts_with("`command:` runs the provider in a process of its own"), "{error}");
+}

@@ -21,6 +21,24 @@
 //!   remain for the handshake, large messages and the connection's end); its
 //!   region's mapping, `shm::region`, is the one module with `unsafe`.
 //!
+//! What crosses between the two sides is a framed message of [`protocol`]:
+//!
+//! ```
+//! use guardhost_isolation::protocol::{encode, read_message, FromServer, PROTOCOL_VERSION};
+//!
+//! # fn main() -> Result<(), guardhost_isolation::protocol::FrameError> {
+//! guardhost_isolation::install();
+//! assert!(guardhost::launch::has_launcher());
+//!
+//! let frame = encode(&FromServer::Hello { protocol: PROTOCOL_VERSION, version: "0.1.0".into() });
+//! let read: FromServer = read_message(&mut &frame[..])?;
+//! assert!(matches!(read, FromServer::Hello { protocol: PROTOCOL_VERSION, .. }));
+//! # Ok(()) }
+//! ```
+//!
+//! and with a library of your own (the program needs
+//! `guardhost-provider-server` or `guardhost` beside it, or `GUARDHOST_BIN`):
+//!
 //! ```no_run
 //! # fn main() -> Result<(), guardhost::BuildError> {
 //! use guardhost::{instantiate, Isolation, ProviderSpec};

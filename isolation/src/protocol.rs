@@ -112,7 +112,7 @@ pub enum FromServer {
     },
     /// The provider is constructed.
     Ready {
-        /// What the server knows about it: a whole [`ProviderInfo`](crate::ProviderInfo) from
+        /// What the server knows about it: a whole [`ProviderInfo`](guardhost::ProviderInfo) from
         /// `guardhost provider-server`; at least `{"name": ...}` from a
         /// provider program.
         info: Value,

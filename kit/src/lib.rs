@@ -26,6 +26,20 @@
 //!
 //! A crate that builds a provider tests its own `cdylib` with
 //! [`assert_conforms`] and [`cdylib`] (see the provider authors' guide, `docs/authors.md`).
+//!
+//! # Map
+//!
+//! - [`run`] (module `run`): the entry points, and [`cdylib`];
+//! - [`Options`] (module `options`): how the kit runs and who calls it;
+//! - `construction`, `evaluation`, `measure` and `child`: the checks, in
+//!   that order (`child` when the provider runs in a process of its own,
+//!   through `guardhost-isolation`);
+//! - [`corpus`], `fuzz` and `mix`: the requests the checks send;
+//! - `call`: one call with a deadline; `outcome`: what it came to;
+//!   `finding`: what a check found; [`Report`] (module `report`): the cases
+//!   and their text, JSON and JUnit forms;
+//! - `heap`: one call into glibc's `malloc_trim` before memory is measured,
+//!   the crate's one `unsafe` block.
 
 mod call;
 mod child;

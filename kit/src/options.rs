@@ -50,7 +50,7 @@ pub struct Options {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Caller {
-    /// Rust code calling [`run`] or [`run_program`].
+    /// Rust code calling [`run`](crate::run()) or [`run_program`](crate::run_program).
     #[default]
     Library,
     /// The `guardhost conformance` command.

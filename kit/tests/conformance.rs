@@ -1,35 +1,16 @@
 //! The conformance kit against real libraries: every good plugin passes,
 //! every member of the seeded-fault zoo is flagged by the right case, and
-//! the reports (text, JSON, JUnit XML) and exit codes are right.
+//! the reports (text, JSON, JUnit XML) are right (the `guardhost conformance`
+//! command, its exit codes included, is tested in `cli/tests/conformance.rs`).
 
 use guardhost_test_support as support;
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use guardhost_kit::{self as conformance, CaseId, Options, Report, Status};
 use serde_json::{json, Map, Value};
+use support::kit::{assert_clean, exclusive, options, run, zoo};
 use support::{object, use_of};
-
-/// One kit run at a time: the memory check reads the whole process's
-/// resident memory, which a concurrent run (a leaking zoo member) would move.
-fn exclusive() -> MutexGuard<'static, ()> {
-    static KIT: Mutex<()> = Mutex::new(());
-    KIT.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Generous limits: a debug build on a busy CI machine must not fail a good
-/// provider on time. The zoo members whose fault is time get tight ones.
-fn options() -> Options {
-    Options {
-        iterations: 2_000,
-        call_timeout: Duration::from_secs(2),
-        latency_budget: Duration::from_millis(50),
-        case_time_limit: Duration::from_secs(1),
-        fuzz: Duration::from_millis(200),
-        ..Options::default()
-    }
-}
 
 fn options_for(symbol: &str) -> Options {
     match symbol {
@@ -42,23 +23,8 @@ fn options_for(symbol: &str) -> Options {
     }
 }
 
-fn run(use_: &str, config: Map<String, Value>) -> Report {
-    conformance::run(use_, &config, &options())
-}
-
 fn run_zoo(symbol: &str) -> Report {
     conformance::run(&zoo(symbol), &Map::new(), &options_for(symbol))
-}
-
-fn zoo(symbol: &str) -> String {
-    use_of("guardhost_zoo", symbol)
-}
-
-#[track_caller]
-fn assert_clean(report: &Report) {
-    let not_passed: Vec<_> = report.cases.iter().filter(|c| c.status != Status::Pass).collect();
-    assert!(not_passed.is_empty(), "{}", report.to_text());
-    assert_eq!(report.cases.len(), CaseId::ALL.len());
 }
 
 #[test]

@@ -18,7 +18,7 @@ pub struct DecisionLogConfig {
     #[serde(default)]
     pub args: bool,
     /// With `args`: patterns of the argument values written as `"***"`
-    /// (the syntax is in [`mask`]); checked when the config is read.
+    /// (the syntax is in [`mask`](crate::decision_log::mask)); checked when the config is read.
     #[serde(default, deserialize_with = "mask_patterns")]
     pub mask: Vec<String>,
     /// What a call does when the queue is full: `drop` its entry (counted),

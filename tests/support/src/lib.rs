@@ -3,6 +3,20 @@
 //! files. Each crate's integration tests use it as `support`; the
 //! command-line helpers (which need the `guardhost` binary) are in
 //! `cli/tests/support/`.
+//!
+//! ```
+//! use guardhost_test_support::{object, write};
+//! use serde_json::json;
+//!
+//! let dir = std::env::temp_dir().join(format!("guardhost-support-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let path = write(&dir, "config.yaml", "guardrails:\n  enabled: false\n");
+//! assert_eq!(std::fs::read_to_string(&path).unwrap(), "guardrails:\n  enabled: false\n");
+//! assert_eq!(object(json!({"denied_tools": ["bash"]}))["denied_tools"], json!(["bash"]));
+//! std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+
+pub mod kit;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,6 +93,24 @@ pub async fn bash_denied_under_async_load(middleware: GuardrailMiddleware, tasks
     for task in spawned {
         task.await.unwrap();
     }
+}
+
+/// A handler that "runs" the tool: a success message for the call, with
+/// nothing in it (for benchmarks: it costs next to nothing).
+pub fn passthrough(
+    call: guardhost::ToolCallRequest,
+) -> Result<guardhost::ToolMessage, guardhost::ToolCallError> {
+    Ok(guardhost::ToolMessage {
+        content: String::new(),
+        tool_call_id: call.tool_call.id.unwrap_or_default(),
+        name: call.tool_call.name,
+        status: guardhost::ToolStatus::Success,
+    })
+}
+
+/// A call of `tool` with `args` (a `json!` object) and the id `call-1`.
+pub fn tool_call(tool: &str, args: Value) -> guardhost::ToolCallRequest {
+    guardhost::ToolCallRequest::new(tool, object(args)).with_id("call-1")
 }
 
 /// A JSON object from a `json!` value.
