@@ -7,6 +7,8 @@
 // own, so the archive goes in with `--whole-archive` and a version script
 // adds the descriptors to the exported set. Linux and other ELF targets
 // use GNU ld's options; macOS uses `-force_load` and `-exported_symbol`.
+// Windows (MinGW) takes the archive whole too; `GUARDHOST_EXPORT` is
+// `__declspec(dllexport)` there, which exports each descriptor on its own.
 
 /// The language of the sources.
 #[allow(dead_code)]
@@ -45,6 +47,21 @@ fn build_provider(archive: &str, sources: &[&str], symbols: &[&str], language: L
         for symbol in symbols {
             link(&format!("-Wl,-exported_symbol,_{symbol}"));
         }
+    } else if target == "windows" {
+        link("-Wl,--whole-archive");
+        link(&library.display().to_string());
+        link("-Wl,--no-whole-archive");
+        if let Language::Cxx = language {
+            // Static, so the DLL needs no libstdc++-6.dll beside it.
+            link("-Wl,-Bstatic");
+            link("-lstdc++");
+            link("-Wl,-Bdynamic");
+        }
+        // rustc names the C runtime before these arguments, and the linker
+        // reads each library once: name it again after the archive.
+        for runtime in ["-lgcc", "-lgcc_eh", "-lmingw32", "-lmingwex", "-lmsvcrt", "-lkernel32"] {
+            link(runtime);
+        }
     } else {
         let script = out.join(format!("{archive}.version"));
         let globals: String = symbols.iter().map(|s| format!("{s}; ")).collect();
@@ -55,7 +72,9 @@ fn build_provider(archive: &str, sources: &[&str], symbols: &[&str], language: L
         link(&format!("-Wl,--version-script={}", script.display()));
     }
     if let Language::Cxx = language {
-        link(if target == "macos" || target == "ios" { "-lc++" } else { "-lstdc++" });
+        if target != "windows" {
+            link(if target == "macos" || target == "ios" { "-lc++" } else { "-lstdc++" });
+        }
     }
 }
 

@@ -46,11 +46,15 @@ pub fn run(config_path: Option<&Path>, require_guardrail: bool) -> Result<ExitCo
         guardhost::Isolation::InProcess => outln!("isolation:        in_process")?,
     }
     match info.transport {
+        #[cfg(target_os = "linux")]
         Some(guardhost::Transport::SharedMemory) => outln!(
             "transport:        shared memory ({} slots of {} KiB; pipes for larger messages)",
             guardhost_isolation::shm::SLOTS,
             guardhost_isolation::shm::SLOT_BYTES >> 10
         )?,
+        // Linux only: refused elsewhere when the config is read.
+        #[cfg(not(target_os = "linux"))]
+        Some(guardhost::Transport::SharedMemory) => outln!("transport:        shared memory")?,
         Some(guardhost::Transport::Pipes) => outln!("transport:        pipes")?,
         None => {}
     }

@@ -238,6 +238,12 @@ impl ProviderSpec {
                             `transport`"
                     .into());
             }
+            if transport == Transport::SharedMemory && !cfg!(target_os = "linux") {
+                return Err("`provider.transport: shared_memory` is Linux only (it maps memory both \
+                            processes share through a Linux memfd); on this system calls reach a provider \
+                            process over pipes, so write `transport: pipes` or remove `transport`"
+                    .into());
+            }
         }
         let Some(command) = &self.command else {
             if self.use_.is_empty() {
@@ -316,7 +322,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// Another user could change the file, or an entry on its path.
-    #[error("config file {}: {source}, or start guardhost with {ALLOW_INSECURE_CONFIG_VAR}=1 to accept that (`provider.allow_insecure_permissions` in the file cannot: whoever can write the file could set it)", path.display())]
+    #[error("config file {}: {source}{} (`provider.allow_insecure_permissions` in the file cannot: whoever can write the file could set it)", path.display(), source.accept_hint(&format!("start guardhost with {ALLOW_INSECURE_CONFIG_VAR}=1 to accept that")))]
     Insecure {
         /// The file, as named.
         path: PathBuf,
@@ -733,7 +739,9 @@ fn pydantic_bool(value: &Value) -> Option<bool> {
 fn passport_from(passport: &str, base_dir: &Path) -> String {
     let path = Path::new(passport);
     let looks_like_a_path = passport.contains(['/', '\\']) || passport.ends_with(".json");
-    if !looks_like_a_path || path.is_absolute() || passport.starts_with('~') {
+    // `has_root`: `/etc/aport/passport.json` is taken as written on Windows
+    // too (on the current drive), not joined to the config's folder.
+    if !looks_like_a_path || path.is_absolute() || path.has_root() || passport.starts_with('~') {
         return passport.to_owned();
     }
     join_relative(base_dir, path).to_string_lossy().into_owned()

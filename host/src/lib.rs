@@ -41,10 +41,13 @@
 //! - [`config`]: the `guardrails:` section, defaults, `$ENV_VAR` secrets
 //!   (`yaml`: reading it, with line and column in errors);
 //! - [`resolve`]: parsing `use:` and finding the library file;
-//! - [`permissions`]: who may change a library or config file (`StrictModes`);
+//! - [`permissions`]: who may change a library or config file (`StrictModes`;
+//!   on Windows from access-control lists: the rule in `access`, read
+//!   through `acl`, the FFI boundary to `advapi32`);
 //! - [`loader`]: opening libraries and checking descriptors (`unsafe`), with
-//!   its errors in [`load_error`] and, in `elf`, the exported symbols of a
-//!   library file read from its bytes;
+//!   its errors in [`load_error`] and, in `elf` and `pe` (over `bytes`),
+//!   whether a library file is whole and its exported symbols, read from
+//!   its bytes;
 //! - [`c_provider`]: providers behind the C ABI, `guardhost.h` (the FFI
 //!   boundary, with `unsafe`);
 //! - [`mod@instantiate`]: config keys, `framework` injection, construction; what
@@ -74,12 +77,17 @@
 //! command) and `guardhost-server` (the decision service over HTTP).
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
-// `unsafe` is allowed in two modules only: `loader` and `c_provider`.
+// `unsafe` is allowed in three modules only: `loader`, `c_provider` and,
+// on Windows, `acl` (reading security descriptors).
 #![deny(unsafe_code)]
 
+mod access;
+#[cfg(windows)]
+mod acl;
 pub mod answer;
 pub mod audit;
 pub mod built;
+mod bytes;
 pub mod c_provider;
 pub mod config;
 pub mod decision_log;
@@ -92,6 +100,7 @@ pub mod load_error;
 pub mod loader;
 pub mod middleware;
 pub mod paths;
+mod pe;
 pub mod permissions;
 pub mod provider;
 pub mod reload;

@@ -93,7 +93,7 @@ pub enum LoadErrorKind {
     },
     /// The library, or an entry on its path as written or resolved, could
     /// be changed by another user.
-    #[error("{0}, or set `provider.allow_insecure_permissions: true`")]
+    #[error("{}{}", .0, .0.accept_hint("set `provider.allow_insecure_permissions: true`"))]
     Permissions(#[from] crate::permissions::PermissionError),
     /// The file is shorter than its own ELF headers say: it was cut short,
     /// or is still being written. Mapping it would kill the process with

@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::bytes::NotWhole;
 use crate::c_provider::CFactory;
 pub use crate::load_error::{LoadError, LoadErrorKind};
 use crate::permissions::Subject;
@@ -113,7 +114,7 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
             kind: LoadErrorKind::NotFound { tried: candidates.to_vec() },
         });
     };
-    let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+    let canonical = crate::paths::canonical(path);
     let fail = |kind| LoadError { path: canonical.clone(), symbol: symbol.to_owned(), kind };
     if !canonical.is_file() {
         return Err(fail(LoadErrorKind::NotLoadable {
@@ -182,105 +183,19 @@ pub fn load(candidates: &[PathBuf], symbol: &str, checks: &FileChecks) -> Result
     Ok(Loaded { path: canonical, descriptor, sha256 })
 }
 
-/// Why bytes cannot be mapped as they are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum NotWhole {
-    /// Shorter than a part they declare: which part, and the size it needs.
-    Short(String),
-    /// A header field no ELF file has.
-    Damaged(String),
-}
-
-/// Checks that an ELF file's bytes hold its own headers and every loadable
-/// segment (`PT_LOAD`: `p_offset + p_filesz` within the file); the error
-/// says what is missing and how many bytes it needs. Bytes that do not start
-/// with the ELF magic are left to the OS loader, which names its reason.
-/// Parsed by hand from the bytes: 32- or 64-bit, either byte order.
-#[cfg(all(unix, not(target_vendor = "apple")))]
+/// Checks that the bytes of a library file hold every part their headers
+/// declare, by their format: ELF ([`crate::elf`]) or PE ([`crate::pe`]).
+/// Bytes of another format (Mach-O) are left to the OS loader, which names
+/// its reason. Every format is read on every system, so a `.dll` copied to
+/// a Linux host is judged as it would be on Windows.
 pub(crate) fn check_whole(bytes: &[u8]) -> Result<(), NotWhole> {
-    const EI_NIDENT: usize = 16;
-    if !bytes.starts_with(b"\x7fELF") {
-        return Ok(());
+    if bytes.starts_with(crate::elf::MAGIC) {
+        crate::elf::check_whole(bytes)
+    } else if crate::pe::is_pe(bytes) {
+        crate::pe::check_whole(bytes)
+    } else {
+        Ok(())
     }
-    let Some(ident) = bytes.get(..EI_NIDENT) else {
-        return Err(NotWhole::Short(format!("the ELF identification needs {EI_NIDENT} bytes")));
-    };
-    let wide = match ident[4] {
-        1 => false,
-        2 => true,
-        class => {
-            return Err(NotWhole::Damaged(format!(
-                "the ELF class byte is {class}, neither 1 (32-bit) nor 2 (64-bit), so the header is damaged"
-            )))
-        }
-    };
-    let big = match ident[5] {
-        1 => false,
-        2 => true,
-        data => {
-            return Err(NotWhole::Damaged(format!(
-                "the ELF data byte is {data}, neither 1 (little-endian) nor 2 (big-endian), so the header is damaged"
-            )))
-        }
-    };
-    // A field of `len` bytes at `at`, in the file's byte order; `None` past
-    // the end of the bytes.
-    let fields = crate::elf::Fields { bytes, big };
-    let field = |at: u64, len: usize| fields.get(at, len);
-    let word = if wide { 8 } else { 4 };
-    let header_size: u64 = if wide { 64 } else { 52 };
-    let needs = |what: &str, end: u64| NotWhole::Short(format!("{what} needs {end} bytes"));
-    if (bytes.len() as u64) < header_size {
-        return Err(needs("the ELF header", header_size));
-    }
-    // e_phoff follows e_ident, e_type, e_machine, e_version and e_entry.
-    let phoff_at = 24 + word as u64;
-    let phoff = field(phoff_at, word).unwrap_or_default();
-    // e_phentsize and e_phnum follow e_phoff, e_shoff, e_flags and e_ehsize.
-    let phentsize_at = phoff_at + 2 * word as u64 + 4 + 2;
-    let phentsize = field(phentsize_at, 2).unwrap_or_default();
-    let phnum = field(phentsize_at + 2, 2).unwrap_or_default();
-    let entry_size: u64 = if wide { 56 } else { 32 };
-    if phnum == 0 {
-        return Ok(()); // no program headers: nothing to map; the OS loader refuses it
-    }
-    if phentsize != entry_size {
-        return Err(NotWhole::Damaged(format!(
-            "its ELF header says program headers are {phentsize} bytes each, not {entry_size}, so the header is damaged"
-        )));
-    }
-    // phnum <= 0xffff and entry_size <= 56: only the sum can overflow.
-    let table_end = phoff.saturating_add(phnum * entry_size);
-    if table_end > bytes.len() as u64 {
-        return Err(needs(
-            &format!("the program header table ({phnum} entries at offset {phoff})"),
-            table_end,
-        ));
-    }
-    const PT_LOAD: u64 = 1;
-    for index in 0..phnum {
-        let entry = phoff + index * entry_size;
-        let (offset_at, filesz_at) = if wide { (entry + 8, entry + 32) } else { (entry + 4, entry + 16) };
-        if field(entry, 4) != Some(PT_LOAD) {
-            continue;
-        }
-        let offset = field(offset_at, word).unwrap_or_default();
-        let filesz = field(filesz_at, word).unwrap_or_default();
-        let end = offset.saturating_add(filesz);
-        if end > bytes.len() as u64 {
-            return Err(needs(
-                &format!("loadable segment {index} (PT_LOAD, {filesz} bytes at offset {offset})"),
-                end,
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Not ELF here (Mach-O, PE): not checked.
-#[cfg(not(all(unix, not(target_vendor = "apple"))))]
-pub(crate) fn check_whole(_bytes: &[u8]) -> Result<(), NotWhole> {
-    Ok(())
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -294,16 +209,24 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// mapping outlives the file, so nothing is left on disk, and the original
 /// may be replaced, even overwritten in place (which would crash a process
 /// that maps it), without touching the loaded provider.
+///
+/// Windows cannot remove a file while it is mapped: there the copy stays
+/// until no process maps it, and each new copy first removes the earlier
+/// ones that can be removed (see [`remove_unmapped_copies`]).
 fn open_private_copy(path: &Path, bytes: &[u8], digest: &str) -> Result<libloading::Library, String> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let name = path.file_name().ok_or_else(|| "it has no file name".to_owned())?.to_string_lossy();
     let base = std::env::temp_dir();
+    if cfg!(windows) {
+        remove_unmapped_copies(&base);
+    }
     let stamp =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let mut last = String::new();
     for _ in 0..16 {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = base.join(format!("guardhost-library-{}-{stamp:x}-{n}", std::process::id()));
+        #[cfg_attr(not(unix), allow(unused_mut))]
         let mut builder = std::fs::DirBuilder::new();
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
@@ -327,13 +250,37 @@ fn open_private_copy(path: &Path, bytes: &[u8], digest: &str) -> Result<libloadi
                 }
             })
         });
-        let _ = std::fs::remove_file(&copy);
-        if let Err(e) = std::fs::remove_dir(&dir) {
-            tracing::warn!("cannot remove {}: {e}", dir.display());
+        let removed = std::fs::remove_file(&copy).and_then(|()| std::fs::remove_dir(&dir));
+        match removed {
+            Err(e) if cfg!(windows) && opened.is_ok() => tracing::debug!(
+                "{} stays while the library is mapped (Windows cannot remove a mapped file); a later load \
+                 removes it: {e}",
+                dir.display()
+            ),
+            Err(e) => tracing::warn!("cannot remove {}: {e}", dir.display()),
+            Ok(()) => {}
         }
         return opened;
     }
     Err(last)
+}
+
+/// Removes the private copies in `base` (`guardhost-library-*`, of any
+/// process) that no process maps any more: Windows refuses to remove a
+/// mapped file, so what can be removed is unused, and what cannot is left.
+fn remove_unmapped_copies(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with("guardhost-library-") {
+            continue;
+        }
+        let dir = entry.path();
+        let files = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+        let all_removed = files.into_iter().all(|file| std::fs::remove_file(file.path()).is_ok());
+        if all_removed && std::fs::remove_dir(&dir).is_ok() {
+            tracing::debug!("removed {}, a copy no process maps any more", dir.display());
+        }
+    }
 }
 
 /// Writes a new file, readable only by its owner.
@@ -417,12 +364,14 @@ fn os_reason(error: &libloading::Error) -> String {
 
 /// The exported data symbols of the library file at `path` that start with
 /// a descriptor magic (Rust or C): what a `use:` could name. Read from the
-/// file's dynamic symbol table (ELF; empty elsewhere), then each looked up
+/// file's dynamic symbol table (ELF) or export table (PE; nothing for
+/// Mach-O), then each looked up
 /// in the mapped `library`.
 fn provider_symbols(library: &'static libloading::Library, path: &Path) -> Option<Vec<String>> {
     let bytes = std::fs::read(path).ok()?;
     let magic_size = std::mem::size_of_val(&MAGIC) as u64;
-    let names = crate::elf::exported_objects(&bytes, magic_size)?;
+    let names = crate::elf::exported_objects(&bytes, magic_size)
+        .or_else(|| crate::pe::exported_objects(&bytes, magic_size))?;
     let providers = names
         .into_iter()
         .filter(|name| {
@@ -647,45 +596,51 @@ fn place(
 
 #[cfg(test)]
 mod tests {
-    /// A 32-bit big-endian ELF file of `len` bytes with one `PT_LOAD`
-    /// segment of `filesz` bytes at offset 0x100.
-    #[cfg(all(unix, not(target_vendor = "apple")))]
-    fn elf32_be(len: usize, filesz: u32) -> Vec<u8> {
-        let mut bytes = vec![0u8; len.max(52 + 32)];
-        bytes[..6].copy_from_slice(b"\x7fELF\x01\x02");
-        bytes[28..32].copy_from_slice(&52u32.to_be_bytes()); // e_phoff
-        bytes[42..44].copy_from_slice(&32u16.to_be_bytes()); // e_phentsize
-        bytes[44..46].copy_from_slice(&1u16.to_be_bytes()); // e_phnum
-        bytes[52..56].copy_from_slice(&1u32.to_be_bytes()); // p_type = PT_LOAD
-        bytes[56..60].copy_from_slice(&0x100u32.to_be_bytes()); // p_offset
-        bytes[68..72].copy_from_slice(&filesz.to_be_bytes()); // p_filesz
-        bytes.truncate(len);
-        bytes
+    use super::remove_unmapped_copies;
+
+    #[test]
+    fn unmapped_copies_are_removed_and_nothing_else() {
+        let base = tempfile::tempdir().unwrap();
+        let copy = base.path().join("guardhost-library-1-2-3");
+        std::fs::create_dir(&copy).unwrap();
+        std::fs::write(copy.join("digest-lib.dll"), b"bytes").unwrap();
+        let other = base.path().join("something-else");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("file"), b"kept").unwrap();
+        remove_unmapped_copies(base.path());
+        assert!(!copy.exists(), "an unused copy is removed");
+        assert!(other.join("file").exists(), "what is not a copy is left");
     }
 
-    #[cfg(all(unix, not(target_vendor = "apple")))]
+    /// Windows: a copy that is mapped cannot be removed, so it stays.
+    #[cfg(windows)]
     #[test]
-    fn the_whole_check_reads_32_bit_big_endian_files() {
-        use super::{check_whole, NotWhole};
-        let short = |s: &str| Err(NotWhole::Short(s.into()));
-        assert_eq!(check_whole(&elf32_be(0x180, 0x80)), Ok(()));
-        assert_eq!(
-            check_whole(&elf32_be(0x17f, 0x80)),
-            short("loadable segment 0 (PT_LOAD, 128 bytes at offset 256) needs 384 bytes")
-        );
-        assert_eq!(
-            check_whole(&elf32_be(60, 0x80)),
-            short("the program header table (1 entries at offset 52) needs 84 bytes")
-        );
-        assert_eq!(check_whole(&elf32_be(40, 0x80)), short("the ELF header needs 52 bytes"));
-        let mut damaged = elf32_be(0x180, 0x80);
-        damaged[42] = 1;
-        let Err(NotWhole::Damaged(reason)) = check_whole(&damaged) else { panic!("damaged") };
-        assert!(reason.contains("program headers are 288 bytes each"), "{reason}");
-        damaged[4] = 7;
-        let Err(NotWhole::Damaged(reason)) = check_whole(&damaged) else { panic!("damaged") };
-        assert!(reason.contains("ELF class byte is 7"), "{reason}");
-        // Not ELF at all: left to the OS loader, which names its reason.
-        assert_eq!(check_whole(b"this is not a shared object"), Ok(()));
+    fn a_mapped_copy_stays() {
+        let base = tempfile::tempdir().unwrap();
+        let copy = base.path().join("guardhost-library-4-5-6");
+        std::fs::create_dir(&copy).unwrap();
+        let file = copy.join("allowlist.dll");
+        let library = built_cdylib("guardhost_allowlist");
+        std::fs::copy(library, &file).unwrap();
+        // SAFETY: the workspace's allowlist provider, whose initialisers
+        // are Rust's own; nothing is called.
+        let mapped = unsafe { libloading::Library::new(&file) }.unwrap();
+        remove_unmapped_copies(base.path());
+        assert!(file.exists(), "a mapped copy stays");
+        drop(mapped);
+        remove_unmapped_copies(base.path());
+        assert!(!copy.exists(), "and goes once it is unmapped");
+    }
+
+    /// The workspace's `cdylib` `name`, beside the test program or one up.
+    #[cfg(windows)]
+    fn built_cdylib(name: &str) -> std::path::PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let file = format!("{name}{}", std::env::consts::DLL_SUFFIX);
+        let deps = exe.parent().unwrap();
+        [deps.join(&file), deps.parent().unwrap().join(&file)]
+            .into_iter()
+            .find(|path| path.exists())
+            .unwrap_or_else(|| panic!("{file} is not built beside {}", deps.display()))
     }
 }

@@ -19,8 +19,11 @@
 //!   group has no member but the owner, as with `umask 002` on Debian and
 //!   Ubuntu), as Debian's OpenSSH accepts it.
 //!
-//! Checked on Unix; mode bits say nothing about Windows ACLs, so nothing is
-//! checked there.
+//! On Windows the same walk reads each entry's owner and access-control
+//! list instead of mode bits (see [`check`]'s Windows rule). Elsewhere,
+//! where neither can be read, every path is refused
+//! ([`PermissionError::Unchecked`]) unless the operator accepts it, as an
+//! unknown is refused.
 
 use std::path::{Path, PathBuf};
 
@@ -81,12 +84,53 @@ pub enum PermissionError {
         /// The system's reason.
         reason: String,
     },
+    /// Windows: its access-control list lets an account other than the
+    /// user running guardhost, the administrators and the system change it.
+    #[error("{} can be changed by {}: its access-control list grants {}, so that account could {}; remove the grant (`icacls \"{}\" /remove:g *{}`)", path.display(), grantee.account, grantee.rights, subject.consequence(), path.display(), grantee.sid)]
+    GrantedTo {
+        /// The file or directory.
+        path: PathBuf,
+        /// Who, and what it may do.
+        grantee: Box<Grantee>,
+        /// What the path leads to.
+        subject: Subject,
+    },
+    /// Windows: it belongs to an account other than the user running
+    /// guardhost, the administrators and the system (an owner may always
+    /// change its access-control list).
+    #[error("{} belongs to {account}, neither the user running guardhost nor the administrators or the system, so that account could {}; take it over (`takeown /f \"{}\"`)", path.display(), subject.consequence(), path.display())]
+    OwnedBy {
+        /// The file or directory.
+        path: PathBuf,
+        /// The owner, by name where Windows knows it, and SID.
+        account: String,
+        /// What the path leads to.
+        subject: Subject,
+    },
+    /// Who may change it cannot be read on this system (neither Unix nor
+    /// Windows), so it is refused as a path others could change would be.
+    #[error("who may change {} cannot be checked on this system (guardhost reads Unix permissions and Windows access-control lists), and what cannot be checked is refused", path.display())]
+    Unchecked {
+        /// The path as written.
+        path: PathBuf,
+    },
     /// The path goes through too many symbolic links (a loop, most likely).
     #[error("{}: more than {MAX_LINKS} symbolic links on the way to the file (a loop?); point the path at the file itself", path.display())]
     TooManyLinks {
         /// The path as written.
         path: PathBuf,
     },
+}
+
+/// An account an access-control list lets change an entry (Windows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grantee {
+    /// The account, by name where Windows knows it, and SID.
+    pub account: String,
+    /// Its SID.
+    pub sid: String,
+    /// The rights granted that let it change the entry.
+    pub rights: String,
 }
 
 /// " (reached through the symbolic link X)", or nothing.
@@ -168,10 +212,83 @@ pub fn check(path: &Path, subject: Subject) -> Result<(), PermissionError> {
     Ok(())
 }
 
-/// Mode bits say nothing about Windows ACLs: not checked.
-#[cfg(not(unix))]
-pub fn check(_path: &Path, _subject: Subject) -> Result<(), PermissionError> {
+/// Windows: every entry on the path as written and on the path it leads to
+/// (through links and junctions), from the drive down, must be owned by
+/// the user running guardhost, the administrators, the system or
+/// TrustedInstaller, and its access-control list must grant no one else a
+/// right that changes it: for the file, writing, appending, deleting,
+/// changing its permissions or owner; for a directory, deleting or
+/// renaming what is in it, itself, or its permissions or owner (adding new
+/// entries is left out: it cannot replace one that is there, and drive
+/// roots grant it to every user). Denying entries are not read, so the
+/// rights read are at most those given; an entry of a kind not read is
+/// refused.
+#[cfg(windows)]
+pub fn check(path: &Path, subject: Subject) -> Result<(), PermissionError> {
+    let uninspectable =
+        |at: &Path, reason: String| PermissionError::Uninspectable { path: at.to_path_buf(), reason };
+    let me = crate::acl::current_user()
+        .map_err(|e| uninspectable(path, format!("the user guardhost runs as cannot be read: {e}")))?;
+    let absolute = std::path::absolute(path).map_err(|e| uninspectable(path, e.to_string()))?;
+    let resolved = crate::paths::canonical(path);
+    let mut seen = std::collections::HashSet::new();
+    for leaf in [absolute, resolved] {
+        let mut entries: Vec<&Path> = leaf.ancestors().collect();
+        entries.reverse();
+        for entry in entries {
+            if !seen.insert(entry.to_path_buf()) {
+                continue;
+            }
+            let is_dir = entry != leaf.as_path() || entry.is_dir();
+            check_security(entry, is_dir, &me, subject)?;
+        }
+    }
     Ok(())
+}
+
+#[cfg(windows)]
+fn check_security(at: &Path, is_dir: bool, me: &str, subject: Subject) -> Result<(), PermissionError> {
+    use crate::access::Verdict;
+    let security = crate::acl::read(at)
+        .map_err(|e| PermissionError::Uninspectable { path: at.to_path_buf(), reason: e.to_string() })?;
+    let path = at.to_path_buf();
+    match crate::access::judge(&security, is_dir, me) {
+        Verdict::Safe => Ok(()),
+        Verdict::Owner(owner) => Err(PermissionError::OwnedBy { path, account: owner.to_string(), subject }),
+        Verdict::Granted { account, sid, rights } => Err(PermissionError::GrantedTo {
+            path,
+            grantee: Box::new(Grantee { account, sid, rights }),
+            subject,
+        }),
+        Verdict::Unread(kind) => Err(PermissionError::Uninspectable {
+            path,
+            reason: format!(
+                "its access-control list has an allowing entry of type {kind}, which guardhost does not read"
+            ),
+        }),
+    }
+}
+
+/// Neither Unix modes nor Windows access-control lists: refused, as an
+/// unknown is (the caller's error says how to accept it).
+#[cfg(not(any(unix, windows)))]
+pub fn check(path: &Path, _subject: Subject) -> Result<(), PermissionError> {
+    Err(PermissionError::Unchecked { path: path.to_path_buf() })
+}
+
+impl PermissionError {
+    /// How to accept the path anyway, `how` being what does it: the other
+    /// way out, for a path others can change (after the fix the message
+    /// names); the one way, after the operator's own check, for a path that
+    /// cannot be checked.
+    pub fn accept_hint(&self, how: &str) -> String {
+        match self {
+            PermissionError::Unchecked { .. } => {
+                format!("; once only you and the administrators can change it and its folders, {how}")
+            }
+            _ => format!(", or {how}"),
+        }
+    }
 }
 
 /// Who the host runs as, and which groups are private to one user.
@@ -245,6 +362,7 @@ impl Rules {
 /// has it as its primary group, and its member list names no one else.
 /// Read from the text of `/etc/passwd` and `/etc/group`; a group not listed
 /// there (directory services) is not private.
+#[cfg(unix)]
 pub(crate) fn is_private_group(gid: u32, owner: u32, passwd: &str, group: &str) -> bool {
     let accounts = passwd.lines().filter_map(|line| {
         let fields: Vec<&str> = line.split(':').collect();
@@ -278,6 +396,89 @@ fn effective_uid() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("Uid:"))?;
     line.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// The Windows rule on real files: their access-control lists set as an
+/// operator (or an attacker) would, read back by the check. (Under wine,
+/// which keeps a file's rights as its Unix mode, only the owner's and
+/// Everyone's grants can be set; the rule's other cases are
+/// `access`'s tests.)
+#[cfg(all(test, windows))]
+mod windows_tests {
+    use super::{check, PermissionError, Subject};
+    use crate::acl::set_for_test as set;
+
+    #[track_caller]
+    fn granted(path: &std::path::Path) -> (std::path::PathBuf, String, String, String) {
+        match check(path, Subject::Library) {
+            Err(error @ PermissionError::GrantedTo { .. }) => {
+                let text = error.to_string();
+                let PermissionError::GrantedTo { path, grantee, .. } = error else { unreachable!() };
+                (path, grantee.sid, grantee.rights, text)
+            }
+            other => panic!("expected a grant to be refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_and_folders_only_this_user_can_change_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("provider.dll");
+        std::fs::write(&file, b"bytes").unwrap();
+        check(&file, Subject::Library).expect("a new file of this user, every folder up to the drive");
+        set(&file, "D:(A;;FR;;;WD)(A;;FA;;;SY)(A;;FA;;;BA)").unwrap();
+        check(&file, Subject::Library).expect("Everyone reads; the system and administrators write");
+    }
+
+    #[test]
+    fn everyone_may_write_the_file_or_delete_in_a_folder_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("plugins");
+        std::fs::create_dir(&folder).unwrap();
+        let file = folder.join("provider.dll");
+        std::fs::write(&file, b"bytes").unwrap();
+
+        set(&file, "D:(A;;FA;;;WD)").unwrap();
+        let (path, sid, rights, text) = granted(&file);
+        assert_eq!((path, sid.as_str()), (file.clone(), "S-1-1-0"), "{text}");
+        assert!(rights.starts_with("write"), "{rights}");
+        assert!(text.contains("can be changed by Everyone (S-1-1-0)"), "{text}");
+        assert!(text.contains("so that account could replace the provider"), "{text}");
+        assert!(text.contains("/remove:g *S-1-1-0"), "{text}");
+
+        set(&file, "D:(A;;FR;;;WD)").unwrap();
+        check(&file, Subject::Library).expect("reading is fine");
+        set(&folder, "D:(A;;FA;;;WD)").unwrap();
+        let (path, sid, rights, _) = granted(&file);
+        assert_eq!((path, sid.as_str()), (folder.clone(), "S-1-1-0"));
+        assert!(rights.contains("delete what it holds"), "{rights}");
+        set(&folder, "D:(A;;FA;;;OW)(A;;FR;;;WD)").unwrap();
+        check(&file, Subject::Library).expect("the folder is safe again");
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::{PermissionError, Subject};
+
+    #[test]
+    fn a_path_others_can_change_is_fixed_or_accepted_one_that_cannot_be_checked_only_accepted() {
+        let how = "set `provider.allow_insecure_permissions: true`";
+        let writable = PermissionError::Writable {
+            path: "/p/lib.so".into(),
+            mode: 0o646,
+            what: "world-writable",
+            through: None,
+            subject: Subject::Library,
+        };
+        assert_eq!(writable.accept_hint(how), format!(", or {how}"));
+        let unchecked = PermissionError::Unchecked { path: "C:/p/lib.dll".into() };
+        assert_eq!(
+            unchecked.accept_hint(how),
+            format!("; once only you and the administrators can change it and its folders, {how}")
+        );
+        assert!(unchecked.to_string().starts_with("who may change C:/p/lib.dll cannot be checked"));
+    }
 }
 
 #[cfg(all(test, unix))]

@@ -82,6 +82,9 @@ const SUFFIXES: [&str; 3] = [".so", ".dll", ".dylib"];
 pub fn library_candidates(path: &Path, base_dir: &Path) -> Vec<PathBuf> {
     let full =
         if path.is_absolute() || has_drive_letter(path) { path.to_path_buf() } else { base_dir.join(path) };
+    // Windows takes `/` and `\` alike: rebuilt from its components, the path
+    // has one separator throughout, as messages show it.
+    let full = if cfg!(windows) { full.components().collect() } else { full };
     let file_name = full.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     if SUFFIXES.iter().any(|s| file_name.ends_with(s)) || file_name.contains(".so.") {
         return vec![full];
@@ -192,6 +195,27 @@ mod tests {
         for not in ["plugins/foo", "libfoo.so", "foo", "./foo.bar", "a..b", "1x.y"] {
             assert!(!looks_like_python_module(Path::new(not)), "{not}");
         }
+    }
+
+    /// The spellings a Windows operator writes, resolved on Windows.
+    #[cfg(windows)]
+    #[test]
+    fn windows_spellings_resolve_with_one_separator() {
+        let base = Path::new(r"C:\guardhost\conf");
+        let one = |written: &str| library_candidates(Path::new(written), base);
+        assert_eq!(one(r"C:\providers\foo.dll"), [PathBuf::from(r"C:\providers\foo.dll")]);
+        assert_eq!(one("C:/providers/foo.dll"), [PathBuf::from(r"C:\providers\foo.dll")]);
+        assert_eq!(one(r"\\server\share\foo.dll"), [PathBuf::from(r"\\server\share\foo.dll")]);
+        assert_eq!(
+            one(r".\foo"),
+            [PathBuf::from(r"C:\guardhost\conf\foo.dll"), PathBuf::from(r"C:\guardhost\conf\foo")]
+        );
+        assert_eq!(one("plugins/sub\\foo.dll"), [PathBuf::from(r"C:\guardhost\conf\plugins\sub\foo.dll")]);
+        for candidate in one("plugins/sub/foo") {
+            assert!(!candidate.to_string_lossy().contains('/'), "{}", candidate.display());
+        }
+        let parsed = parse_use(r"C:\providers\foo.dll:Sym").unwrap();
+        assert_eq!(parsed, lib(r"C:\providers\foo.dll", "Sym"));
     }
 
     #[test]

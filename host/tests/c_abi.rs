@@ -279,7 +279,7 @@ fn hot_reload_swaps_c_provider_configs() {
     let dir = tempfile::tempdir().unwrap();
     let yaml = |tool: &str| {
         format!(
-            "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    config: {{denied_tools: [{tool}]}}\n",
+            "guardrails:\n  enabled: true\n  provider:\n    use: '{}'\n    config: {{denied_tools: [{tool}]}}\n",
             use_of("c_allowlist", "CAllowlistProvider")
         )
     };

@@ -40,7 +40,7 @@ fn a_missing_file_shows_the_resolved_path() {
     let dir = tempfile::tempdir().unwrap();
     let spec = ProviderSpec::new("plugins/libnothere.so:P", Map::new());
     let error = instantiate(&spec, dir.path()).unwrap_err();
-    let resolved = dir.path().join("plugins/libnothere.so");
+    let resolved = dir.path().join("plugins").join("libnothere.so");
     assert_eq!(kind(&error), &LoadErrorKind::NotFound { tried: vec![resolved.clone()] });
     assert!(error.to_string().contains(&format!("no such file; tried {}", resolved.display())), "{error}");
 }
@@ -94,7 +94,13 @@ fn a_python_class_path_gets_a_hint() {
         ),
         "{text}"
     );
-    assert!(text.contains("no library was found at /libaport_guardrails.providers.generic.so, "), "{text}");
+    let platform_name = format!(
+        "{}aport_guardrails.providers.generic{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
+    let tried = Path::new(std::path::MAIN_SEPARATOR_STR).join(platform_name);
+    assert!(text.contains(&format!("no library was found at {}, ", tried.display())), "{text}");
 }
 
 #[test]
@@ -111,7 +117,10 @@ fn a_missing_symbol_is_named() {
     let (error, text) = load_error(&use_of("guardhost_allowlist", "NoSuchProvider"));
     let LoadErrorKind::SymbolMissing { symbol, reason, exported } = kind(&error) else { panic!("{error:?}") };
     assert_eq!(symbol, "NoSuchProvider");
-    assert!(reason.contains("NoSuchProvider"), "the loader's own reason is kept: {reason}");
+    // The loader's own reason is kept: dlsym names the symbol; Windows'
+    // GetProcAddress gives its error text ("Procedure not found").
+    let kept = if cfg!(windows) { "(os error 127)" } else { "NoSuchProvider" };
+    assert!(reason.contains(kept), "the loader's own reason is kept: {reason}");
     assert!(text.contains("exports no symbol `NoSuchProvider`"), "{text}");
     // What the library does export, so the fix is in the message.
     assert_eq!(exported.as_deref(), Some(&["AllowlistProvider".to_owned()][..]));
@@ -349,7 +358,7 @@ fn the_allowlist_is_the_same_built_in_and_as_a_library() {
 fn library_info_reports_path_symbol_and_abi() {
     let loaded = load(&use_of("guardhost_allowlist", "AllowlistProvider"), Map::new());
     let ProviderSource::Library { path, symbol } = &loaded.info.source else { panic!() };
-    assert_eq!(path, &library("guardhost_allowlist").canonicalize().unwrap());
+    assert_eq!(path, &guardhost::paths::canonical(&library("guardhost_allowlist")));
     assert_eq!(symbol, "AllowlistProvider");
     assert_eq!(loaded.info.abi_version, (guardhost_abi::ABI_MAJOR, guardhost_abi::ABI_MINOR));
     assert_eq!(loaded.info.name, "allowlist");
@@ -362,15 +371,28 @@ fn relative_use_paths_resolve_against_the_config_file_and_suffixes_are_optional(
     std::fs::create_dir(&plugins).unwrap();
     let lib = library("guardhost_allowlist");
     std::fs::copy(&lib, plugins.join(lib.file_name().unwrap())).unwrap();
-    for use_ in [
-        "plugins/guardhost_allowlist:AllowlistProvider",
-        "plugins/libguardhost_allowlist.so:AllowlistProvider",
-    ] {
-        if !cfg!(target_os = "linux") && use_.ends_with(".so:AllowlistProvider") {
-            continue;
-        }
+    let absolute = format!("{}:AllowlistProvider", plugins.join(lib.file_name().unwrap()).display());
+    let mut spellings = vec!["plugins/guardhost_allowlist:AllowlistProvider".to_owned()];
+    if cfg!(target_os = "linux") {
+        spellings.push("plugins/libguardhost_allowlist.so:AllowlistProvider".to_owned());
+    }
+    if cfg!(windows) {
+        // What a Windows operator writes: back slashes, `.\`, a drive
+        // letter, and both separators at once.
+        spellings.extend(
+            [
+                r".\plugins\guardhost_allowlist:AllowlistProvider",
+                r"plugins\guardhost_allowlist.dll:AllowlistProvider",
+                r"./plugins\guardhost_allowlist.dll:AllowlistProvider",
+            ]
+            .map(str::to_owned),
+        );
+        assert!(absolute.as_bytes()[1] == b':', "a drive letter: {absolute}");
+    }
+    spellings.push(absolute);
+    for use_ in &spellings {
         let yaml = format!(
-            "guardrails:\n  enabled: true\n  provider:\n    use: {use_}\n    config:\n      denied_tools: [bash]\n"
+            "guardrails:\n  enabled: true\n  provider:\n    use: '{use_}'\n    config:\n      denied_tools: [bash]\n"
         );
         let path = support::write(dir.path(), "config.yaml", &yaml);
         // Run from somewhere else: the path must not depend on the working directory.
@@ -399,7 +421,7 @@ fn install_is_none_when_disabled_or_without_provider() {
 #[test]
 fn install_applies_fail_closed_and_passport() {
     let yaml = format!(
-        "guardrails:\n  enabled: true\n  fail_closed: false\n  passport: agent-9\n  provider:\n    use: {}\n",
+        "guardrails:\n  enabled: true\n  fail_closed: false\n  passport: agent-9\n  provider:\n    use: '{}'\n",
         use_of("guardhost_test_providers", "ErroringProvider")
     );
     let config = LoadedConfig::from_yaml(&yaml, "/".into(), ConfigOrigin::Embedded, |_| None).unwrap();
@@ -414,7 +436,7 @@ fn install_applies_fail_closed_and_passport() {
 #[test]
 fn env_var_secrets_reach_the_constructor() {
     let yaml = format!(
-        "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    config:\n      api_key: $GUARDHOST_TEST_SECRET\n      nested: [{{token: '${{GUARDHOST_TEST_SECRET}}'}}]\n",
+        "guardrails:\n  enabled: true\n  provider:\n    use: '{}'\n    config:\n      api_key: $GUARDHOST_TEST_SECRET\n      nested: [{{token: '${{GUARDHOST_TEST_SECRET}}'}}]\n",
         use_of("guardhost_test_providers", "EchoConfigProvider")
     );
     let config = LoadedConfig::from_yaml(&yaml, "/".into(), ConfigOrigin::Embedded, |name| {
@@ -433,8 +455,11 @@ fn env_var_secrets_reach_the_constructor() {
 
 /// Builds the scripted test providers for real with `panic = "abort"` (in a
 /// target directory of its own, so the normal build is left alone) and
-/// checks that the host refuses the result.
+/// checks that the host refuses the result. Not on Windows, where the
+/// test runs without cargo (under wine); the descriptor-level refusal is
+/// `a_panic_abort_library_is_refused`.
 #[test]
+#[cfg_attr(windows, ignore = "builds with cargo, which the Windows test run does not have")]
 fn a_library_really_built_with_panic_abort_is_refused() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let target = root.join("target").join("panic-abort");
@@ -500,6 +525,24 @@ fn fresh_copy(dir: &Path, name: &str) -> PathBuf {
 fn sha256_hex(path: &Path) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A pinned digest on every system: the file it names loads from a private
+/// copy (so on Windows the `.dll` stays replaceable), another is refused
+/// naming both digests. (Linux's test below also proves what is mapped.)
+#[test]
+fn a_pinned_digest_loads_the_file_it_names_and_refuses_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("{}pinned{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let pinned = fresh_copy(dir.path(), &name);
+    let mut spec = ProviderSpec::new(format!("{}:AllowlistProvider", pinned.display()), Map::new());
+    spec.sha256 = Some(sha256_hex(&pinned));
+    let loaded = instantiate(&spec, dir.path()).unwrap();
+    assert_eq!(loaded.info.sha256, Some(sha256_hex(&pinned)));
+    std::fs::write(&pinned, b"replaced while loaded").expect("the named file is not the mapped one");
+    spec.sha256 = Some("0".repeat(64));
+    let error = instantiate(&spec, dir.path()).unwrap_err().to_string();
+    assert!(error.contains("but `provider.sha256` says 0000"), "{error}");
 }
 
 /// Whether the process has `path` mapped (Linux).

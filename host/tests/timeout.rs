@@ -114,7 +114,7 @@ fn guardrail(yaml_provider: &str, fail_closed: bool) -> guardhost::Guardrail {
 #[test]
 fn timeout_ms_in_yaml_makes_a_hang_a_provider_error_for_fail_closed() {
     let _one = exclusive();
-    let provider = format!("    use: {}\n    timeout_ms: 100\n", use_of("guardhost_zoo", "Hangs"));
+    let provider = format!("    use: '{}'\n    timeout_ms: 100\n", use_of("guardhost_zoo", "Hangs"));
     let closed = guardrail(&provider, true);
     assert_eq!(closed.info.timeout_ms, Some(100));
     let call = ToolCallRequest::new("web_fetch", Map::new()).with_id("c");

@@ -91,6 +91,7 @@ struct Shared {
     base_dir: PathBuf,
     limit: Duration,
     /// The transport asked for: shared memory is tried at each start.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     transport: Transport,
     next_id: AtomicU64,
     lifecycle: Mutex<Lifecycle>,
@@ -316,6 +317,7 @@ impl ProcessProvider {
     /// region when there is one and the request fits, else over the pipe.
     /// `None` when the process has died since it was picked (the caller
     /// waits for its successor).
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))] // `deadline`: shared memory's
     fn send(
         &self,
         connection: &Connection,
@@ -748,6 +750,7 @@ impl Connection {
     /// Takes the region into use once the process has mapped it (`Mapped`),
     /// and starts the thread that collects answers to async calls; says
     /// why not otherwise (calls then go over the pipes).
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))] // `limit`: shared memory's
     fn attach(
         self: &Arc<Self>,
         link: Option<Link>,

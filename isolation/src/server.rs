@@ -93,6 +93,7 @@ pub fn serve(
         }
     };
     let info = serde_json::to_value(&loaded.info).expect("provider info serialises");
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))] // no region elsewhere
     let (region, shared_memory) = map_region(offer);
     protocol::write_message(&mut output, &FromServer::Ready { info, shared_memory })?;
     tracing::debug!(provider = %loaded.provider.name(), "provider server ready");

@@ -21,7 +21,7 @@ use guardhost::provider::GuardrailProvider;
 use guardhost_isolation::{server_program, ProcessProvider};
 
 /// How the loader's permission error ends (`LoadErrorKind::Permissions`).
-const YAML_INSECURE_HINT: &str = "or set `provider.allow_insecure_permissions: true`";
+const YAML_INSECURE_HINT: &str = "set `provider.allow_insecure_permissions: true`";
 
 /// What runs in the child.
 #[derive(Debug, Clone, Copy)]

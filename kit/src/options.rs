@@ -72,9 +72,9 @@ impl Caller {
     /// How to accept a library that others could change.
     pub(crate) fn insecure_hint(self) -> &'static str {
         match self {
-            Caller::Library => "or set `Options::allow_insecure_permissions`",
-            Caller::Cli => "or pass --allow-insecure-permissions",
-            Caller::Python => "or pass `allow_insecure_permissions=True`",
+            Caller::Library => "set `Options::allow_insecure_permissions`",
+            Caller::Cli => "pass --allow-insecure-permissions",
+            Caller::Python => "pass `allow_insecure_permissions=True`",
         }
     }
 }

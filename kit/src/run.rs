@@ -45,9 +45,9 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
         // The loader's hint names the YAML key, which the kit has not.
         Err(BuildError::Load(LoadError { path, symbol, kind: LoadErrorKind::Permissions(problem) })) => {
             Finding::fail(format!(
-                "cannot load provider `{symbol}` from {}: {problem}, {}",
+                "cannot load provider `{symbol}` from {}: {problem}{}",
                 path.display(),
-                options.caller.insecure_hint()
+                problem.accept_hint(options.caller.insecure_hint())
             ))
         }
         Err(error) => Finding::fail(error.to_string()),

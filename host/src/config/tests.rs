@@ -41,7 +41,7 @@ fn full_section_is_parsed() {
     .unwrap()
     .guardrails;
     assert!(c.enabled && !c.fail_closed && c.is_active());
-    assert_eq!(c.passport.as_deref(), Some("/cfg/passport.json"));
+    assert_eq!(c.passport, Some(in_cfg("passport.json")));
     let p = c.provider.unwrap();
     assert_eq!(p.use_, "builtin:AllowlistProvider");
     assert_eq!(Value::Object(p.config), json!({"denied_tools": ["bash"]}));
@@ -342,9 +342,9 @@ fn a_relative_passport_path_is_relative_to_the_config_file() {
     let passport = |value: &str| {
         parse(&format!("guardrails:\n  passport: {value}\n")).unwrap().guardrails.passport.unwrap()
     };
-    assert_eq!(passport("./passport.json"), "/cfg/passport.json");
-    assert_eq!(passport("passports/agent.json"), "/cfg/passports/agent.json");
-    assert_eq!(passport("passport.json"), "/cfg/passport.json");
+    assert_eq!(passport("./passport.json"), in_cfg("passport.json"));
+    assert_eq!(passport("passports/agent.json"), in_cfg("passports/agent.json"));
+    assert_eq!(passport("passport.json"), in_cfg("passport.json"));
     assert_eq!(passport("/etc/aport/passport.json"), "/etc/aport/passport.json");
     // A hosted agent id is not a path and is kept as written.
     assert_eq!(passport("ap_128094d3"), "ap_128094d3");
@@ -416,6 +416,16 @@ fn transport_is_for_provider_processes_and_says_how_to_fix_it() {
     let ok =
         parse("guardrails:\n  provider: {command: [python3, p.py], isolation: process, transport: pipes}\n");
     assert!(ok.is_ok(), "{ok:?}");
+    // Shared memory is Linux's alone: refused elsewhere, saying what to write.
+    let shared =
+        parse("guardrails:\n  provider: {use: x.so:Y, isolation: process, transport: shared_memory}\n");
+    if cfg!(target_os = "linux") {
+        assert_eq!(shared.unwrap().guardrails.provider.unwrap().transport, Some(Transport::SharedMemory));
+    } else {
+        let err = shared.unwrap_err().to_string();
+        assert!(err.contains("`provider.transport: shared_memory` is Linux only"), "{err}");
+        assert!(err.contains("write `transport: pipes` or remove `transport`"), "{err}");
+    }
 }
 
 #[test]
@@ -424,4 +434,11 @@ fn mode_is_enforce_unless_set_and_names_its_values() {
     assert_eq!(parse("guardrails:\n  mode: observe\n").unwrap().guardrails.mode, Mode::Observe);
     let err = parse("guardrails:\n  mode: audit\n").unwrap_err().to_string();
     assert!(err.contains("`mode`: unknown variant") && err.contains("`enforce`, `warn`, `observe`"), "{err}");
+}
+
+/// `relative` (written with `/`) in the test configs' folder, `/cfg`, with
+/// this system's separator (`/cfg\\passports\\agent.json` on Windows).
+fn in_cfg(relative: &str) -> String {
+    let separator = std::path::MAIN_SEPARATOR_STR;
+    format!("/cfg{separator}{}", relative.replace('/', separator))
 }
