@@ -223,7 +223,18 @@ fn unguarded(config: &LoadedConfig, require: bool) -> Result<Option<String>, Str
     }))
 }
 
+/// Windows: completes at Ctrl+C or Ctrl+Break; there is no SIGHUP to
+/// reload at (`--watch` reloads when the config changes).
+#[cfg(not(unix))]
+async fn signals(_source: Source) {
+    if let Err(error) = tokio::signal::ctrl_c().await {
+        tracing::error!("cannot wait for Ctrl+C ({error}); stop the server by ending its process");
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Completes at SIGTERM or SIGINT; reloads at SIGHUP meanwhile.
+#[cfg(unix)]
 async fn signals(source: Source) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) =

@@ -23,7 +23,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::TcpListener;
+#[cfg(unix)]
+use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 
 use crate::options::Listen;
@@ -40,6 +42,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// A Unix socket asked for where there are none (Windows).
+    #[error("cannot listen on {0}: this system has no Unix sockets; listen on TCP instead (--listen 127.0.0.1:PORT)")]
+    NoUnixSockets(Listen),
     /// The Unix socket's path holds something that is not a socket.
     #[error("cannot listen on {0}: a file that is not a socket is there; remove it or choose another path")]
     NotASocket(Listen),
@@ -47,6 +52,7 @@ pub enum ServeError {
 
 enum Listener {
     Tcp(TcpListener),
+    #[cfg(unix)]
     Unix(UnixListener),
 }
 
@@ -68,6 +74,9 @@ impl Server {
                 let local = Listen::Tcp(listener.local_addr().map_err(bind_error)?);
                 (Listener::Tcp(listener), local)
             }
+            #[cfg(not(unix))]
+            Listen::Unix(_) => return Err(ServeError::NoUnixSockets(listen.clone())),
+            #[cfg(unix)]
             Listen::Unix(path) => {
                 if let Ok(meta) = std::fs::symlink_metadata(path) {
                     use std::os::unix::fs::FileTypeExt;
@@ -413,6 +422,7 @@ async fn accept(listener: &Listener) -> std::io::Result<Box<dyn Stream>> {
             let _ = stream.set_nodelay(true);
             Box::new(stream)
         }
+        #[cfg(unix)]
         Listener::Unix(listener) => Box::new(listener.accept().await?.0),
     })
 }

@@ -170,6 +170,7 @@ pub fn request(address: &str, method: &str, path: &str, headers: &[(&str, &str)]
 }
 
 /// One request over the Unix socket at `path`.
+#[cfg(unix)]
 pub fn unix_request(socket: &Path, method: &str, path: &str, body: &[u8]) -> Response {
     let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
