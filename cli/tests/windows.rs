@@ -92,23 +92,44 @@ fn check_eval_and_run_decide_with_a_dll_provider() {
     assert_eq!(lines[2]["outcome"], "error", "{}", lines[2]);
 }
 
+/// Every shipped provider, built as a `.dll` (Rust, C, C++, the OAP
+/// provider with its passport, the template), passes the kit; then `bench`.
 #[test]
-fn conformance_and_bench_run_on_a_dll() {
-    let allowlist = use_of("guardhost_allowlist", "AllowlistProvider");
-    let out = guardhost(&[
-        "conformance",
-        &allowlist,
-        "--config",
-        r#"{"denied_tools": ["bash"]}"#,
-        "--iterations",
-        "500",
-        "--latency-budget-us",
-        "50000",
-        "--fuzz-seconds",
-        "0.2",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", stdout(&out), stderr(&out));
-    assert!(stdout(&out).contains(" pass, 0 warn, 0 fail, 0 skip"), "{}", stdout(&out));
+fn every_shipped_provider_dll_conforms_and_bench_runs() {
+    let passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/oap/passport.json");
+    let passport = format!(r#"{{"passport_path": {:?}}}"#, passport.to_str().unwrap());
+    let providers = [
+        (use_of("guardhost_allowlist", "AllowlistProvider"), r#"{"denied_tools": ["bash"]}"#.to_owned()),
+        (use_of("blocked_prefixes", "MyGuardrailProvider"), r#"{"blocked_prefixes": ["bash"]}"#.to_owned()),
+        (use_of("c_allowlist", "CAllowlistProvider"), r#"{"denied_tools": ["bash"]}"#.to_owned()),
+        (
+            use_of("cpp_blocked_prefixes", "CppBlockedPrefixes"),
+            r#"{"blocked_prefixes": ["bash"]}"#.to_owned(),
+        ),
+        (use_of("guardhost_oap", "OAPGuardrailProvider"), passport),
+        (
+            use_of("guardhost_provider_template", "TemplateProvider"),
+            r#"{"denied_tools": ["write_file"], "blocked_patterns": ["rm -rf"]}"#.to_owned(),
+        ),
+    ];
+    for (use_, config) in &providers {
+        assert!(use_.contains(".dll:"), "{use_}");
+        let out = guardhost(&[
+            "conformance",
+            use_,
+            "--config",
+            config,
+            "--iterations",
+            "500",
+            "--latency-budget-us",
+            "50000",
+            "--fuzz-seconds",
+            "0.2",
+        ]);
+        let report = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{use_}: {report}\n{}", stderr(&out));
+        assert!(report.contains(" pass, 0 warn, 0 fail, 0 skip"), "{use_}: {report}");
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let path = allowlist_config(dir.path());
