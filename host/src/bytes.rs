@@ -31,3 +31,12 @@ impl Fields<'_> {
         Some(value)
     }
 }
+
+/// The NUL-terminated name at `at` in `bytes` (to their end if no NUL
+/// follows), when it is non-empty UTF-8: how both formats store symbol
+/// names.
+pub(crate) fn name_at(bytes: &[u8], at: usize) -> Option<&str> {
+    let rest = bytes.get(at..)?;
+    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+    std::str::from_utf8(&rest[..end]).ok().filter(|name| !name.is_empty())
+}

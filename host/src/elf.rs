@@ -163,12 +163,8 @@ fn parse(bytes: &[u8], min_size: u64) -> Option<Vec<String>> {
             continue;
         }
         let name_at = usize::try_from(field(at, 4)?).ok()?;
-        let Some(rest) = strings.get(name_at..) else { continue };
-        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        if let Ok(name) = std::str::from_utf8(&rest[..end]) {
-            if !name.is_empty() {
-                names.push(name.to_owned());
-            }
+        if let Some(name) = crate::bytes::name_at(strings, name_at) {
+            names.push(name.to_owned());
         }
     }
     Some(names)

@@ -185,13 +185,9 @@ pub(crate) fn exported_objects(bytes: &[u8], min_size: u64) -> Option<Vec<String
         {
             continue;
         }
-        let Some(name_at) = offset_of(get(names + index * 4, 4)?) else { continue };
-        let Some(rest) = bytes.get(name_at as usize..) else { continue };
-        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        if let Ok(name) = std::str::from_utf8(&rest[..end]) {
-            if !name.is_empty() {
-                found.push(name.to_owned());
-            }
+        let Some(at) = offset_of(get(names + index * 4, 4)?) else { continue };
+        if let Some(name) = crate::bytes::name_at(bytes, at as usize) {
+            found.push(name.to_owned());
         }
     }
     Some(found)
