@@ -7,7 +7,9 @@ use guardhost_test_support as support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use guardhost::timeout::{TimeoutProvider, WORKERS};
+use guardhost::timeout::TimeoutProvider;
+#[cfg(target_os = "linux")]
+use guardhost::timeout::WORKERS;
 use guardhost::{
     install, ConfigOrigin, GuardrailProvider, GuardrailRequest, LoadedConfig, ProviderFailure,
     ToolCallRequest, ToolStatus,
