@@ -218,7 +218,7 @@ fn open_private_copy(path: &Path, bytes: &[u8], digest: &str) -> Result<libloadi
     let name = path.file_name().ok_or_else(|| "it has no file name".to_owned())?.to_string_lossy();
     let base = std::env::temp_dir();
     if cfg!(windows) {
-        remove_unmapped_copies(&base);
+        remove_unmapped_copies(&base, std::time::Duration::from_secs(60));
     }
     let stamp =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
@@ -268,10 +268,16 @@ fn open_private_copy(path: &Path, bytes: &[u8], digest: &str) -> Result<libloadi
 /// Removes the private copies in `base` (`guardhost-library-*`, of any
 /// process) that no process maps any more: Windows refuses to remove a
 /// mapped file, so what can be removed is unused, and what cannot is left.
-fn remove_unmapped_copies(base: &Path) {
+/// A copy younger than `min_age` is left alone: another load (in this
+/// process or another) may be between writing it and mapping it.
+fn remove_unmapped_copies(base: &Path, min_age: std::time::Duration) {
     let Ok(entries) = std::fs::read_dir(base) else { return };
     for entry in entries.flatten() {
         if !entry.file_name().to_string_lossy().starts_with("guardhost-library-") {
+            continue;
+        }
+        let age = entry.metadata().and_then(|meta| meta.modified()).ok().and_then(|at| at.elapsed().ok());
+        if age.is_none_or(|age| age < min_age) {
             continue;
         }
         let dir = entry.path();
@@ -597,6 +603,7 @@ fn place(
 #[cfg(test)]
 mod tests {
     use super::remove_unmapped_copies;
+    use std::time::Duration;
 
     #[test]
     fn unmapped_copies_are_removed_and_nothing_else() {
@@ -607,7 +614,9 @@ mod tests {
         let other = base.path().join("something-else");
         std::fs::create_dir(&other).unwrap();
         std::fs::write(other.join("file"), b"kept").unwrap();
-        remove_unmapped_copies(base.path());
+        remove_unmapped_copies(base.path(), Duration::from_secs(3600));
+        assert!(copy.exists(), "a copy younger than the age given is left");
+        remove_unmapped_copies(base.path(), Duration::ZERO);
         assert!(!copy.exists(), "an unused copy is removed");
         assert!(other.join("file").exists(), "what is not a copy is left");
     }
@@ -625,10 +634,10 @@ mod tests {
         // SAFETY: the workspace's allowlist provider, whose initialisers
         // are Rust's own; nothing is called.
         let mapped = unsafe { libloading::Library::new(&file) }.unwrap();
-        remove_unmapped_copies(base.path());
+        remove_unmapped_copies(base.path(), Duration::ZERO);
         assert!(file.exists(), "a mapped copy stays");
         drop(mapped);
-        remove_unmapped_copies(base.path());
+        remove_unmapped_copies(base.path(), Duration::ZERO);
         assert!(!copy.exists(), "and goes once it is unmapped");
     }
 
