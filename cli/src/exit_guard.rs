@@ -9,7 +9,9 @@
 //! only `unsafe`. Unix only: on Windows a Rust provider's `exit` is
 //! `ExitProcess`, which runs no `atexit` handler, so the guard could not
 //! see it (measured under wine, which also calls no TLS callback of the
-//! program at that point); there the status is the provider's own. A provider that calls `_exit`, or is killed by a signal,
+//! program at that point); there the status is the provider's own.
+//!
+//! A provider that calls `_exit`, or is killed by a signal,
 //! bypasses every handler; its status (a signal, or its own code) then
 //! speaks for itself.
 

@@ -281,8 +281,8 @@ fn remove_unmapped_copies(base: &Path, min_age: std::time::Duration) {
             continue;
         }
         let dir = entry.path();
-        let files = std::fs::read_dir(&dir).into_iter().flatten().flatten();
-        let all_removed = files.into_iter().all(|file| std::fs::remove_file(file.path()).is_ok());
+        let mut files = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+        let all_removed = files.all(|file| std::fs::remove_file(file.path()).is_ok());
         if all_removed && std::fs::remove_dir(&dir).is_ok() {
             tracing::debug!("removed {}, a copy no process maps any more", dir.display());
         }
@@ -604,6 +604,12 @@ fn place(
 mod tests {
     use super::remove_unmapped_copies;
     use std::time::Duration;
+
+    /// Neither ELF nor PE: left to the OS loader, which names its reason.
+    #[test]
+    fn bytes_of_another_format_are_left_to_the_os_loader() {
+        assert_eq!(super::check_whole(b"this is not a shared object"), Ok(()));
+    }
 
     #[test]
     fn unmapped_copies_are_removed_and_nothing_else() {
