@@ -556,7 +556,7 @@ mod tests {
         let parsed: Vec<ToolCallRequest> = lines
             .lines()
             .enumerate()
-            .map(|(i, line)| guardhost::jsonl::parse_line(i as u64 + 1, line.as_bytes()).unwrap())
+            .map(|(i, line)| guardhost_lines::jsonl::parse_line(i as u64 + 1, line.as_bytes()).unwrap())
             .collect();
         assert_eq!(parsed, everyday_tool_calls());
     }

@@ -78,7 +78,37 @@ pub fn run(config_path: Option<&Path>, require_guardrail: bool) -> Result<ExitCo
         mode => outln!("mode:             {mode} (denials are recorded and counted; the calls run)")?,
     }
     outln!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"))?;
-    outln!("probe:            {}", probe(&guardrail)?)?;
+    if !guardrail.middleware.is_chain() {
+        outln!("probe:            {}", probe(&guardrail, 0)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if config.authorization.enabled {
+        let authorization = &config.authorization;
+        outln!(
+            "authorization:    asked first; default_role {}, fail_closed {}{}",
+            authorization.default_role,
+            authorization.fail_closed,
+            match authorization.infrastructure_tools.is_empty() {
+                true => String::new(),
+                false => format!(", lets through {}", authorization.infrastructure_tools.join(", ")),
+            }
+        )?;
+    }
+    let guards = guardrail.middleware.guards();
+    outln!("chain:            {} entries, asked in order; the first denial wins", guards.len())?;
+    for (index, (guard, info)) in guards.iter().zip(&guardrail.entries).enumerate() {
+        let sees = guard.selector().map_or_else(|| "every tool".to_owned(), ToString::to_string);
+        outln!(
+            "  {}. {}: {} from {}; sees {sees}; fail_closed {}, mode {}",
+            index + 1,
+            guard.name(),
+            info.name,
+            info.source,
+            guard.fail_closed(),
+            guard.mode()
+        )?;
+        outln!("     probe: {}", probe(&guardrail, index)?)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -100,14 +130,14 @@ const BROKEN_SETUP: [&str; 4] = [
 /// Decides one harmless call through the configured provider: proof that
 /// it can decide at all. A provider error, or a denial whose code says the
 /// setup is broken, fails the check.
-fn probe(guardrail: &Guardrail) -> Result<String, CliError> {
-    let middleware = &guardrail.middleware;
+fn probe(guardrail: &Guardrail, index: usize) -> Result<String, CliError> {
+    let guard = &guardrail.middleware.guards()[index];
     let call = ToolCallRequest::new(PROBE_TOOL, Default::default()).with_id("guardhost-check");
     let what = format!("tool '{PROBE_TOOL}' with no arguments");
-    let name = &guardrail.info.name;
-    let request = GuardrailRequest::from_tool_call(&call, middleware.passport())
+    let name = &guardrail.entries[index].name;
+    let request = GuardrailRequest::from_tool_call(&call, guard.passport())
         .map_err(|e| CliError::CannotDecide(format!("cannot build the probe call: {e}")))?;
-    let decision = match middleware.provider().evaluate(&request) {
+    let decision = match guard.provider().evaluate(&request) {
         Ok(decision) => decision,
         Err(ProviderFailure::Interrupt(interrupt)) => {
             return Ok(format!("{what}: the provider raised an interrupt ({})", interrupt.message))

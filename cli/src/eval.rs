@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use guardhost::{async_handler, ToolCall, ToolCallError, ToolCallRequest};
 use serde_json::{json, Map, Value};
 
-use guardhost::answer::dry_run;
+use guardhost_lines::answer::dry_run;
 
 use crate::error::CliError;
 use crate::setup::load_guardrail;

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use guardhost::answer::{self, Counts, Handled, OutputFormat};
-use guardhost::jsonl::{parse_line, read_line, Line};
 use guardhost::{
     Guardrail, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderInfo, ProviderSource, Reloader,
     ToolCallRequest,
 };
+use guardhost_lines::answer::{self, Counts, Handled, OutputFormat};
+use guardhost_lines::jsonl::{parse_line, read_line, Line};
 
 use crate::error::CliError;
 use crate::setup::load_guardrail;
@@ -49,7 +49,7 @@ pub struct RunArgs {
     /// The longest input line, in bytes (without its line end); a longer
     /// one is answered with an error in its place, without being held in
     /// memory or echoed back.
-    #[arg(long, value_name = "BYTES", default_value_t = guardhost::jsonl::DEFAULT_MAX_LINE_BYTES,
+    #[arg(long, value_name = "BYTES", default_value_t = guardhost_lines::jsonl::DEFAULT_MAX_LINE_BYTES,
           value_parser = line_limit)]
     max_line_bytes: usize,
 }
@@ -197,7 +197,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         let Some(read) = read else { break };
         let number = counts.lines + 1;
         if let Line::TooLong { length } = read {
-            let (message, id, name) = guardhost::jsonl::too_long(number, length, args.max_line_bytes, &bytes);
+            let (message, id, name) =
+                guardhost_lines::jsonl::too_long(number, length, args.max_line_bytes, &bytes);
             let handled = Handled::Malformed { id, name, message };
             counts.add(&handled);
             answer::write(&mut out, args.output.into(), number, &handled)

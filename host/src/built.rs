@@ -217,6 +217,23 @@ pub enum BuildError {
         /// Why (the system's error).
         message: String,
     },
+    /// One provider of several (the `authorization:` provider, or an entry
+    /// of `guardrails.providers`) could not be built.
+    #[error("{entry}: {source}")]
+    Entry {
+        /// Which one (`authorization.provider`, `guardrails.providers`
+        /// entry 2 ...).
+        entry: String,
+        /// Why.
+        source: Box<BuildError>,
+    },
+    /// The `authorization:` section cannot be used with its provider (its
+    /// `default_role` is not a role the RBAC provider defines).
+    #[error("{message}")]
+    Authorization {
+        /// What is wrong, in DeerFlow's words.
+        message: String,
+    },
     /// The constructor refused the config.
     #[error("provider '{provider}' rejected its config: {message}")]
     Constructor {

@@ -19,12 +19,12 @@ pub const DEFAULT_CONFIG_YAML: &str = include_str!("default-config.yaml");
 
 /// The keys of DeerFlow's `guardrails:` section: a file whose top level
 /// holds one of them (and no `guardrails:` key) is the section itself.
-const SECTION_KEYS: [&str; 4] = ["enabled", "fail_closed", "passport", "provider"];
+const SECTION_KEYS: [&str; 5] = ["enabled", "fail_closed", "passport", "provider", "providers"];
 
 /// Every key the section may hold: found at the top level next to a
 /// `guardrails:` key, one of these was meant to be indented under it.
-const ALL_SECTION_KEYS: [&str; 6] =
-    ["enabled", "fail_closed", "passport", "provider", "mode", "decision_log"];
+const ALL_SECTION_KEYS: [&str; 7] =
+    ["enabled", "fail_closed", "passport", "provider", "providers", "mode", "decision_log"];
 
 /// The environment variable that makes a config installing no guardrail an
 /// error, as `--require-guardrail` does: `1` or `true` (any case) to
@@ -44,9 +44,14 @@ pub struct GuardrailsConfig {
     /// OAP passport path or hosted agent id; becomes `request.agent_id`.
     #[serde(default)]
     pub passport: Option<String>,
-    /// Where the provider is and how to construct it.
+    /// Where the provider is and how to construct it: the one-entry form
+    /// of [`GuardrailsConfig::providers`].
     #[serde(default)]
     pub provider: Option<ProviderSpec>,
+    /// A chain of providers, asked in order: the first denial wins, and
+    /// each entry sees only the calls its `tools` / `except_tools` select.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub providers: Option<Vec<ProviderSpec>>,
     /// What a denial does: block the call (`enforce`, the default), or let
     /// it run and log it (`warn`) or only record and count it (`observe`),
     /// to try a policy on live traffic first.
@@ -101,6 +106,7 @@ impl Default for GuardrailsConfig {
             fail_closed: true,
             passport: None,
             provider: None,
+            providers: None,
             mode: Mode::Enforce,
             decision_log: None,
         }
@@ -148,6 +154,23 @@ pub struct ProviderSpec {
     /// `guardhost provider-server` child), pipes otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<Transport>,
+    /// The entry's name in a chain (`decided_by`, audit events, `check`);
+    /// by default the provider's own name (with `#2`, `#3` ... when two
+    /// entries share it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Glob patterns (`*` any run of characters, `?` one) of the tools this
+    /// entry decides; empty: every tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Glob patterns of tools this entry never decides (even when `tools`
+    /// selects them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub except_tools: Vec<String>,
+    /// Block the call when this entry errors; default: the section's
+    /// `fail_closed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_closed: Option<bool>,
 }
 
 /// `provider.transport`: how calls reach a provider process.
@@ -208,6 +231,10 @@ impl ProviderSpec {
             isolation: Isolation::InProcess,
             command: None,
             transport: None,
+            name: None,
+            tools: Vec::new(),
+            except_tools: Vec::new(),
+            fail_closed: None,
         }
     }
 
@@ -225,6 +252,19 @@ impl ProviderSpec {
     /// the keys a program provider needs or cannot have. The message names
     /// the key and says what to write.
     pub fn validate(&self) -> Result<(), String> {
+        for (key, patterns) in [("tools", &self.tools), ("except_tools", &self.except_tools)] {
+            if patterns.iter().any(|p| p.trim().is_empty()) {
+                return Err(format!(
+                    "`provider.{key}` holds an empty pattern, which selects no tool; write tool names or \
+                     globs such as `write_*`, or remove it"
+                ));
+            }
+        }
+        if self.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            return Err("`provider.name` is empty; name the entry, or remove `name` to use the provider's \
+                        own name"
+                .into());
+        }
         if let Some(transport) = self.transport {
             if self.isolation != Isolation::Process {
                 return Err(format!(
@@ -281,7 +321,17 @@ impl ProviderSpec {
 impl GuardrailsConfig {
     /// Whether the middleware is installed: `enabled` **and** a provider set.
     pub fn is_active(&self) -> bool {
-        self.enabled && self.provider.is_some()
+        self.enabled && !self.entries().is_empty()
+    }
+
+    /// The providers, in the order they are asked: `provider`, or the
+    /// entries of `providers`.
+    pub fn entries(&self) -> &[ProviderSpec] {
+        match (&self.provider, &self.providers) {
+            (Some(provider), _) => std::slice::from_ref(provider),
+            (None, Some(providers)) => providers,
+            (None, None) => &[],
+        }
     }
 }
 
@@ -307,6 +357,9 @@ pub struct LoadedConfig {
     /// False when the file was a whole application config without a
     /// `guardrails:` section (so the defaults apply).
     pub section_found: bool,
+    /// DeerFlow's `authorization:` section (disabled when the file has
+    /// none): the guard asked before every guardrail.
+    pub authorization: AuthorizationConfig,
 }
 
 /// A config that cannot be used. Every variant says what to fix.
@@ -402,6 +455,14 @@ pub enum ConfigError {
         /// serde's message, which names the key.
         message: String,
     },
+    /// A key or value in the `authorization:` section is wrong.
+    #[error("{origin}: invalid `authorization` section: {message}")]
+    Authorization {
+        /// The file.
+        origin: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
     /// A provider config given on its own is not a mapping.
     #[error("{origin}: a provider config must be a mapping of config keys (what goes under `provider.config:`), found {found}")]
     ProviderConfigNotAMapping {
@@ -453,7 +514,7 @@ impl LoadedConfig {
     /// Why this config installs no guardrail (`None` when it installs one):
     /// the file has no section, `enabled` is false, or no provider is set.
     pub fn unguarded_reason(&self) -> Option<&'static str> {
-        if self.guardrails.is_active() {
+        if self.guardrails.is_active() || self.authorization.enabled {
             None
         } else if !self.section_found {
             Some("the file has no `guardrails:` section")
@@ -494,11 +555,17 @@ impl LoadedConfig {
         };
         let document =
             yaml::parse(text).map_err(|source| ConfigError::Yaml { origin: name.clone(), source })?;
-        let (section, section_found) = match document {
+        let (section, section_found, authorization) = match document {
             Value::Null => return Err(ConfigError::Empty { origin: name }),
-            Value::Object(top) => section_of(top, &name)?,
+            Value::Object(mut top) => {
+                // DeerFlow's `authorization:` sits beside `guardrails:`.
+                let authorization = top.remove("authorization");
+                let (section, found) = section_of(top, &name)?;
+                (section, found, authorization)
+            }
             other => return Err(ConfigError::NotAMapping { origin: name, found: json_type(&other) }),
         };
+        let authorization = read_authorization(authorization, &name, &lookup)?;
         // DeerFlow takes `provider: null` for no provider; here it is an
         // error, since a section that names `provider` means to have one.
         if section.get("provider").is_some_and(Value::is_null) {
@@ -521,14 +588,42 @@ impl LoadedConfig {
         // (which may be a secret from the environment).
         let mut guardrails: GuardrailsConfig = guardhost_abi::deserialize_config(section)
             .map_err(|message| ConfigError::Section { origin: name.clone(), message })?;
-        if let Some(spec) = &guardrails.provider {
-            spec.validate().map_err(|message| ConfigError::Section { origin: name.clone(), message })?;
-        }
+        check_entries(&guardrails)
+            .map_err(|message| ConfigError::Section { origin: name.clone(), message })?;
         if let Some(passport) = guardrails.passport.as_mut() {
             *passport = passport_from(passport, &base_dir);
         }
-        Ok(LoadedConfig { guardrails, base_dir, origin, section_found })
+        Ok(LoadedConfig { guardrails, base_dir, origin, section_found, authorization })
     }
+}
+
+/// Checks the section's providers: not both `provider` and `providers`, a
+/// chain with at least one entry, and each entry's keys.
+fn check_entries(section: &GuardrailsConfig) -> Result<(), String> {
+    match (&section.provider, &section.providers) {
+        (Some(_), Some(_)) => {
+            return Err("give either `provider:` (one provider) or `providers:` (a chain, asked in order), \
+                        not both; a one-entry `providers:` list is the same as `provider:`"
+                .into())
+        }
+        (None, Some(list)) if list.is_empty() => {
+            return Err(
+                "`providers` is an empty list, so no guardrail would be installed; list at least one \
+                        provider (each with its `use:`), or set `enabled: false`"
+                    .into(),
+            )
+        }
+        _ => {}
+    }
+    let chain = section.providers.is_some();
+    for (index, spec) in section.entries().iter().enumerate() {
+        spec.validate().map_err(|message| match chain {
+            // Each entry's messages name `provider.<key>`: say which entry.
+            true => format!("`providers` entry {} (counting from 1): {message}", index + 1),
+            false => message,
+        })?;
+    }
+    Ok(())
 }
 
 /// The section of a document whose top level is `top`, and whether the
@@ -685,38 +780,50 @@ fn resolve_env_vars(
     Ok(())
 }
 
-/// The section's boolean keys.
-const BOOLEAN_KEYS: [(&str, Option<&str>); 3] =
-    [("enabled", None), ("fail_closed", None), ("allow_insecure_permissions", Some("provider"))];
+/// A section's boolean keys, and those of each provider entry.
+const BOOLEAN_KEYS: [&str; 2] = ["enabled", "fail_closed"];
+const ENTRY_BOOLEAN_KEYS: [&str; 2] = ["allow_insecure_permissions", "fail_closed"];
 
 /// Reads the boolean spellings DeerFlow accepts (PyYAML's `yes`/`on`,
 /// pydantic's `"true"`, `1`, `0` ...) as booleans, with a warning that
-/// names the key (never the value, which may come from the environment).
-fn lax_booleans(section: &mut Value, origin: &str) {
-    for (key, parent) in BOOLEAN_KEYS {
-        let holder = match parent {
-            None => Some(&mut *section),
-            Some(parent) => section.get_mut(parent),
-        };
-        let Some(value) = holder.and_then(|h| h.get_mut(key)) else { continue };
-        if value.is_boolean() {
-            continue;
-        }
-        if let Some(b) = pydantic_bool(value) {
-            let dotted = parent.map_or(format!("guardrails.{key}"), |p| format!("guardrails.{p}.{key}"));
-            tracing::warn!(
-                "{origin}: `{dotted}` is {}, read as {b} the way DeerFlow reads it; write `{b}`",
-                json_type(value)
-            );
-            *value = Value::Bool(b);
+/// names the key (never the value, which may come from the environment),
+/// in the section `name` (`guardrails`, `authorization`) and its
+/// providers.
+pub(crate) fn lax_booleans_in(section: &mut Value, name: &str, origin: &str) {
+    fn lax(holder: &mut Value, keys: &[&str], at: &str, origin: &str) {
+        for key in keys {
+            let Some(value) = holder.get_mut(*key) else { continue };
+            if value.is_boolean() {
+                continue;
+            }
+            if let Some(b) = pydantic_bool(value) {
+                tracing::warn!(
+                    "{origin}: `{at}.{key}` is {}, read as {b} the way DeerFlow reads it; write `{b}`",
+                    json_type(value)
+                );
+                *value = Value::Bool(b);
+            }
         }
     }
+    lax(section, &BOOLEAN_KEYS, name, origin);
+    if let Some(provider) = section.get_mut("provider") {
+        lax(provider, &ENTRY_BOOLEAN_KEYS, &format!("{name}.provider"), origin);
+    }
+    if let Some(Value::Array(entries)) = section.get_mut("providers") {
+        for (index, entry) in entries.iter_mut().enumerate() {
+            lax(entry, &ENTRY_BOOLEAN_KEYS, &format!("{name}.providers[{index}]"), origin);
+        }
+    }
+}
+
+fn lax_booleans(section: &mut Value, origin: &str) {
+    lax_booleans_in(section, "guardrails", origin);
 }
 
 /// pydantic's lax boolean: the strings `true/false, yes/no, on/off, t/f,
 /// y/n, 1/0` (any case, PyYAML's YAML 1.1 booleans among them), and the
 /// numbers 0 and 1. `None` for anything else, which is then refused.
-fn pydantic_bool(value: &Value) -> Option<bool> {
+pub(crate) fn pydantic_bool(value: &Value) -> Option<bool> {
     match value {
         Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
             "true" | "yes" | "on" | "t" | "y" | "1" => Some(true),
@@ -766,7 +873,7 @@ fn env_reference(s: &str) -> Option<&str> {
 
 /// Replaces `$NAME` strings anywhere inside `value`; on a missing variable
 /// returns (dotted key path, variable).
-fn resolve_env(
+pub(crate) fn resolve_env(
     value: &mut Value,
     path: &str,
     lookup: &impl Fn(&str) -> Option<String>,
@@ -790,6 +897,124 @@ fn resolve_env(
         _ => {}
     }
     Ok(())
+}
+
+// DeerFlow's `authorization:` section: the guard asked before the
+// guardrails, with its own `fail_closed` and the role given to callers
+// without one.
+/// The `authorization:` section, as DeerFlow's `AuthorizationConfig` reads
+/// it, and `infrastructure_tools`, guardhost's way to name the framework
+/// tools DeerFlow lets through (`authz.infrastructure_tool`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthorizationConfig {
+    /// Ask the authorization provider before every tool call (default
+    /// `false`).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Block the call when the provider errors, an unknown role among
+    /// other causes (default `true`).
+    #[serde(default = "default_true")]
+    pub fail_closed: bool,
+    /// The role of a caller whose context has no `user_role` (or an empty
+    /// one), default `user`. An unknown role is not replaced.
+    #[serde(default = "default_role")]
+    pub default_role: String,
+    /// The provider: `use:` (DeerFlow's
+    /// `deerflow.authz.rbac:RbacAuthorizationProvider`, guardhost's
+    /// `builtin:RbacAuthorizationProvider`, or a library) and `config:`;
+    /// the other keys of a guardrail provider (`isolation`, `timeout_ms`,
+    /// `sha256` ...) work here too.
+    #[serde(default)]
+    pub provider: Option<ProviderSpec>,
+    /// Tools allowed without asking the provider, with reason
+    /// `authz.infrastructure_tool`: framework tools made from an
+    /// already-authorized set (DeerFlow's `tool_search`). Exact names.
+    #[serde(default)]
+    pub infrastructure_tools: Vec<String>,
+}
+
+fn default_role() -> String {
+    "user".into()
+}
+
+impl Default for AuthorizationConfig {
+    fn default() -> Self {
+        AuthorizationConfig {
+            enabled: false,
+            fail_closed: true,
+            default_role: default_role(),
+            provider: None,
+            infrastructure_tools: Vec::new(),
+        }
+    }
+}
+
+/// Reads the `authorization:` value of a document (absent: disabled), its
+/// `$ENV_VAR` strings resolved as in `guardrails:`.
+fn read_authorization(
+    value: Option<Value>,
+    origin: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<AuthorizationConfig, ConfigError> {
+    let section_error = |message: String| ConfigError::Authorization { origin: origin.to_owned(), message };
+    let mut value =
+        match value {
+            None => return Ok(AuthorizationConfig::default()),
+            Some(Value::Object(map)) => Value::Object(map),
+            Some(Value::Null) => return Err(section_error(
+                "`authorization` has nothing under it (null); indent its keys under it (`enabled: true`, \
+                 `provider:` ...), or remove it to run without authorization"
+                    .into(),
+            )),
+            Some(other) => {
+                return Err(section_error(format!(
+            "`authorization` must be a mapping of its keys (enabled, fail_closed, default_role, provider), \
+                 found {}",
+            json_type(&other)
+        )))
+            }
+        };
+    resolve_env(&mut value, "authorization", lookup).map_err(|(key, var)| ConfigError::MissingEnvVar {
+        origin: origin.to_owned(),
+        key,
+        var,
+    })?;
+    lax_booleans_in(&mut value, "authorization", origin);
+    let config: AuthorizationConfig = guardhost_abi::deserialize_config(value).map_err(section_error)?;
+    if config.default_role.is_empty() {
+        return Err(section_error(
+            "`default_role` is empty; name the role callers without one get (DeerFlow's default is `user`)"
+                .into(),
+        ));
+    }
+    if let Some(spec) = &config.provider {
+        spec.validate().map_err(section_error)?;
+        let chain_keys = [
+            ("name", spec.name.is_some()),
+            ("tools", !spec.tools.is_empty()),
+            ("except_tools", !spec.except_tools.is_empty()),
+            ("fail_closed", spec.fail_closed.is_some()),
+        ];
+        if let Some((key, _)) = chain_keys.iter().find(|(_, set)| *set) {
+            return Err(section_error(format!(
+                "`provider.{key}` is a key of a `guardrails:` chain entry; the authorization provider decides \
+                 every call (set `fail_closed` on the section, and list framework tools to let through in \
+                 `infrastructure_tools`)"
+            )));
+        }
+    } else if config.enabled {
+        // DeerFlow's resolve_authorization_provider raises this.
+        return Err(section_error(
+            "authorization.enabled is true but no provider is configured; set authorization.provider.use to \
+             a class path (`deerflow.authz.rbac:RbacAuthorizationProvider`, or a provider library)"
+                .into(),
+        ));
+    }
+    if config.infrastructure_tools.iter().any(|t| t.is_empty()) {
+        return Err(section_error("`infrastructure_tools` holds an empty name; list tool names".into()));
+    }
+    Ok(config)
 }
 
 #[cfg(test)]

@@ -78,6 +78,26 @@ pub struct Entry {
     /// The arguments, masked (only with `args: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
+    /// In a chain: the entry whose decision this is (`provider` names its
+    /// provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// In a chain: every entry asked, in order, with its outcome.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<ChainStep>,
+}
+
+/// One step of a chain's decision, as the decision log shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChainStep {
+    /// The guard's name.
+    pub entry: String,
+    /// `allow`, `deny`, `would_deny` (a denial in `warn` or `observe`
+    /// mode), `error_allow` (its provider failed, and it fails open) or
+    /// `error_deny` (failed, and it fails closed).
+    pub outcome: String,
+    /// The first reason's code.
+    pub code: String,
 }
 
 /// How a call ended, as [`DecisionLog::record_call`] takes it.
@@ -170,6 +190,39 @@ impl DecisionLog {
         provider: &AuditProvider,
         took: Duration,
     ) {
+        self.record(self.entry(view, decided, mode, provider, took));
+    }
+
+    /// [`Self::record_call`] for a chain's decision: the deciding entry
+    /// (`decided_by`, the name its step has) and every entry asked.
+    pub fn record_chain_call(
+        &self,
+        view: &CallView<'_>,
+        decided: Decided<'_>,
+        mode: Mode,
+        provider: &AuditProvider,
+        took: Duration,
+        chain: Vec<ChainStep>,
+    ) {
+        let mut entry = self.entry(view, decided, mode, provider, took);
+        entry.decided_by = match decided {
+            Decided::Decision(decision, _) => {
+                decision.metadata.get("decided_by").and_then(Value::as_str).map(str::to_owned)
+            }
+            _ => None,
+        };
+        entry.chain = chain;
+        self.record(entry);
+    }
+
+    fn entry(
+        &self,
+        view: &CallView<'_>,
+        decided: Decided<'_>,
+        mode: Mode,
+        provider: &AuditProvider,
+        took: Duration,
+    ) -> Entry {
         let owned = |text: &Option<Cow<'_, str>>| text.as_deref().map(str::to_owned);
         let (outcome, decision, provider_error) = match decided {
             Decided::Decision(decision, provider_error) => {
@@ -178,7 +231,7 @@ impl DecisionLog {
             Decided::Interrupt => ("interrupt", None, false),
             Decided::ProviderError => ("error", None, true),
         };
-        self.record(Entry {
+        Entry {
             decision_id: crate::audit::decision_id(),
             time: view.timestamp.to_owned(),
             run_id: owned(&view.attribution.run_id),
@@ -195,7 +248,9 @@ impl DecisionLog {
             provider_sha256: provider.sha256.clone(),
             latency_us: took.as_secs_f64() * 1e6,
             args: self.args.then(|| self.masked(view.tool_input)),
-        });
+            decided_by: None,
+            chain: Vec::new(),
+        }
     }
 
     /// Queues `entry` (see `when_full`).
@@ -359,6 +414,8 @@ mod tests {
             provider_sha256: None,
             latency_us: 1.5,
             args: None,
+            decided_by: None,
+            chain: Vec::new(),
         }
     }
 

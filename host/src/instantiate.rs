@@ -20,8 +20,11 @@ use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, UseTarget};
 
 /// The providers built into the host, by symbol.
-fn builtins() -> [(&'static str, &'static ProviderDescriptor); 1] {
-    [("AllowlistProvider", &guardhost_allowlist::AllowlistProvider)]
+fn builtins() -> [(&'static str, &'static ProviderDescriptor); 2] {
+    [
+        ("AllowlistProvider", &guardhost_allowlist::AllowlistProvider),
+        ("RbacAuthorizationProvider", &guardhost_rbac::RbacAuthorizationProvider),
+    ]
 }
 
 /// Resolves, loads, checks and constructs the provider of `spec`. Relative

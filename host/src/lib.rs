@@ -59,20 +59,22 @@
 //! Around every tool call:
 //! - [`request`]: tool calls, tool messages, requests and decisions;
 //! - [`provider`]: the host's provider trait and the ABI adapter;
-//! - [`middleware`]: `GuardrailMiddleware`, the middleware chain and the
-//!   tower layer;
+//! - [`middleware`]: `GuardrailMiddleware` and its guards (the providers
+//!   of a chain, asked in order), the middleware chain and the tower layer;
+//! - [`authorization`]: DeerFlow's `authorization:` layer, the guard asked
+//!   first, and the tool filter before the model sees the tools;
 //! - [`timeout`]: per-call timeouts (`provider.timeout_ms`), over [`reply`]
 //!   (one answer handed between threads) and [`wait`] (waiting with a
 //!   deadline, sync or async);
 //! - [`audit`]: audit events and sinks;
 //! - [`decision_log`]: every decision as a JSON line, off the call path.
 //!
-//! At the edges: [`jsonl`], the JSON-lines input of `guardhost run` and the
-//! server; [`answer`], what a decided call is answered with (`run`'s output
-//! lines, the server's responses); [`json`] and [`paths`], how messages name
-//! values and where relative paths lead.
+//! At the edges: [`json`] and [`paths`], how messages name values and where
+//! relative paths lead.
 //!
-//! Beside this crate: `guardhost-isolation` (providers in a child process),
+//! Beside this crate: `guardhost-lines` (the `run` protocol's lines: the
+//! JSON-lines input of `run` and the server, and what a decided call is
+//! answered with), `guardhost-isolation` (providers in a child process),
 //! `guardhost-kit` (the conformance kit), `guardhost-cli` (the `guardhost`
 //! command) and `guardhost-server` (the decision service over HTTP).
 #![deny(missing_docs)]
@@ -84,8 +86,8 @@
 mod access;
 #[cfg(windows)]
 mod acl;
-pub mod answer;
 pub mod audit;
+pub mod authorization;
 pub mod built;
 mod bytes;
 pub mod c_provider;
@@ -94,7 +96,6 @@ pub mod decision_log;
 mod elf;
 pub mod instantiate;
 pub mod json;
-pub mod jsonl;
 pub mod launch;
 pub mod load_error;
 pub mod loader;
@@ -118,8 +119,8 @@ pub use audit::{
 };
 pub use built::{AbiKind, BuildError, LoadedProvider, ProviderInfo, ProviderSource};
 pub use config::{
-    provider_config_from_path, provider_config_from_yaml, require_guardrail_from_env, ConfigError,
-    ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode, ProviderSpec, Transport,
+    provider_config_from_path, provider_config_from_yaml, require_guardrail_from_env, AuthorizationConfig,
+    ConfigError, ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode, ProviderSpec, Transport,
     ALLOW_INSECURE_CONFIG_VAR, REQUIRE_GUARDRAIL_VAR,
 };
 pub use instantiate::{instantiate, locate, Descriptor};
@@ -127,8 +128,9 @@ pub use launch::{install_launcher, Launcher};
 pub use load_error::{LoadError, LoadErrorKind};
 pub use loader::LibraryDescriptor;
 pub use middleware::{
-    async_handler, AsyncHandler, GuardrailLayer, GuardrailMiddleware, GuardrailService, MiddlewareChain,
-    SyncHandler, ToEvaluate, ToolCallError, ToolCallMiddleware, ToolResult, Verdict,
+    async_handler, AsyncHandler, ChainStep, Guard, GuardKind, GuardrailLayer, GuardrailMiddleware,
+    GuardrailService, MiddlewareChain, SyncHandler, ToEvaluate, ToolCallError, ToolCallMiddleware,
+    ToolResult, ToolSelector, Verdict,
 };
 pub use provider::{block_on, AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
 pub use reload::{ReloadError, Reloader};
@@ -136,5 +138,5 @@ pub use request::{
     Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, RequestError, Timestamp,
     ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
 };
-pub use setup::{install, middleware_for, Guardrail};
+pub use setup::{install, install_using, middleware_for, Guardrail};
 pub use yaml::YamlError;

@@ -156,7 +156,9 @@ impl std::fmt::Debug for Reloader {
 fn build(path: &Path) -> Result<(Option<Arc<Guardrail>>, Option<PathBuf>), ReloadError> {
     let config = LoadedConfig::from_path(path)?;
     let guardrail = install_with(&config, true)?.map(Arc::new);
-    let written = config.guardrails.provider.as_ref().and_then(|spec| match parse_use(&spec.use_) {
+    // The first entry that is a library (in a chain, replacing another
+    // entry's library is seen when the config file changes).
+    let written = config.guardrails.entries().iter().find_map(|spec| match parse_use(&spec.use_) {
         Ok(UseTarget::Library { path, .. }) => {
             library_candidates(&path, &config.base_dir).into_iter().find(|p| p.exists())
         }

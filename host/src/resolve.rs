@@ -9,9 +9,16 @@
 use std::path::{Path, PathBuf};
 
 /// The module parts that name the built-in providers: guardhost's own
-/// spelling, DeerFlow's module, and DeerFlow's package export
-/// (`deerflow.guardrails` re-exports `AllowlistProvider`).
-const BUILTIN_MODULES: [&str; 3] = ["builtin", "deerflow.guardrails.builtin", "deerflow.guardrails"];
+/// spelling, DeerFlow's modules, and DeerFlow's package exports
+/// (`deerflow.guardrails` re-exports `AllowlistProvider`, `deerflow.authz`
+/// `RbacAuthorizationProvider`).
+const BUILTIN_MODULES: [&str; 5] = [
+    "builtin",
+    "deerflow.guardrails.builtin",
+    "deerflow.guardrails",
+    "deerflow.authz.rbac",
+    "deerflow.authz",
+];
 
 /// What a `use:` value names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +150,16 @@ mod tests {
             "deerflow.guardrails:AllowlistProvider",
         ] {
             assert_eq!(parse_use(v).unwrap(), UseTarget::Builtin { symbol: "AllowlistProvider".into() });
+        }
+        for v in [
+            "builtin:RbacAuthorizationProvider",
+            "deerflow.authz.rbac:RbacAuthorizationProvider",
+            "deerflow.authz:RbacAuthorizationProvider",
+        ] {
+            assert_eq!(
+                parse_use(v).unwrap(),
+                UseTarget::Builtin { symbol: "RbacAuthorizationProvider".into() }
+            );
         }
     }
 

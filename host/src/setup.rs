@@ -1,11 +1,17 @@
-//! From a loaded config to an installed guardrail (or none).
+//! From a loaded config to an installed guardrail (or none): the
+//! `authorization:` provider first, then each provider of `guardrails:`,
+//! as the guards of one middleware.
 
+use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::LoadedConfig;
+use serde_json::{Map, Value};
+
+use crate::authorization::{filter_tools, AuthorizationAdapter, FilterError, ADAPTER_NAME};
+use crate::config::{LoadedConfig, ProviderSpec};
 use crate::decision_log::DecisionLog;
 use crate::instantiate::{instantiate_with, BuildError, LoadedProvider, ProviderInfo};
-use crate::middleware::GuardrailMiddleware;
+use crate::middleware::{Guard, GuardKind, GuardrailMiddleware, ToolSelector};
 use crate::provider::GuardrailProvider;
 
 /// A guardrail ready to wrap tool calls.
@@ -13,13 +19,37 @@ use crate::provider::GuardrailProvider;
 pub struct Guardrail {
     /// The middleware.
     pub middleware: GuardrailMiddleware,
-    /// What provider it runs.
+    /// What provider it runs: the first of the `guardrails:` section (the
+    /// authorization provider when that section installs none).
     pub info: ProviderInfo,
+    /// Each guard's provider, in the middleware's order (the
+    /// authorization provider first, when there is one).
+    pub entries: Vec<ProviderInfo>,
+}
+
+impl Guardrail {
+    /// The tools of `tools` the caller of `context` may use, in their
+    /// order: what the `authorization:` provider allows (every tool when
+    /// there is none), asked before the model sees the tools. See
+    /// [`crate::authorization::filter_tools`].
+    pub fn filter_tools(
+        &self,
+        context: Option<&Map<String, Value>>,
+        tools: &[&str],
+    ) -> Result<Vec<String>, FilterError> {
+        match self.middleware.guards().iter().find(|g| g.kind() == GuardKind::Authorization) {
+            Some(guard) => filter_tools(guard, context, tools),
+            None => match tools.iter().position(|t| t.is_empty()) {
+                Some(index) => Err(FilterError::EmptyName { index }),
+                None => Ok(tools.iter().map(|t| (*t).to_owned()).collect()),
+            },
+        }
+    }
 }
 
 /// Builds the guardrail a config asks for: `None` when the config leaves it
-/// out (`enabled: false`, or no provider), as DeerFlow's middleware builder
-/// does.
+/// out (`enabled: false`, or no provider, in both sections), as DeerFlow's
+/// middleware builder does.
 pub fn install(config: &LoadedConfig) -> Result<Option<Guardrail>, BuildError> {
     install_with(config, false)
 }
@@ -29,13 +59,133 @@ pub(crate) fn install_with(
     config: &LoadedConfig,
     content_addressed: bool,
 ) -> Result<Option<Guardrail>, BuildError> {
+    install_using(config, |spec, base_dir| instantiate_with(spec, base_dir, content_addressed))
+}
+
+/// [`install`], each provider built by `instantiate` (the Python package
+/// builds provider programs its own way).
+pub fn install_using(
+    config: &LoadedConfig,
+    mut instantiate: impl FnMut(&ProviderSpec, &Path) -> Result<LoadedProvider, BuildError>,
+) -> Result<Option<Guardrail>, BuildError> {
     let section = &config.guardrails;
-    let (true, Some(spec)) = (section.enabled, section.provider.as_ref()) else {
+    let authorization = &config.authorization;
+    let specs = if section.enabled { section.entries() } else { &[] };
+    let authorize = authorization.enabled.then_some(authorization.provider.as_ref()).flatten();
+    if specs.is_empty() && authorize.is_none() {
         return Ok(None);
+    }
+    let mut guards = Vec::new();
+    let mut entries = Vec::new();
+    if let Some(spec) = authorize {
+        let in_entry =
+            |source| BuildError::Entry { entry: "authorization.provider".into(), source: Box::new(source) };
+        let LoadedProvider { provider, info } = instantiate(spec, &config.base_dir).map_err(in_entry)?;
+        check_default_role(spec, &info, &authorization.default_role)?;
+        let adapter = AuthorizationAdapter::new(
+            provider,
+            authorization.default_role.clone(),
+            authorization.infrastructure_tools.iter().cloned(),
+        );
+        guards.push(
+            Guard::new(Arc::new(adapter))
+                .named(ADAPTER_NAME)
+                .with_kind(GuardKind::Authorization)
+                .with_fail_closed(authorization.fail_closed)
+                .with_library_sha256(info.sha256.clone()),
+        );
+        entries.push(info);
+    }
+    let chain = section.providers.is_some();
+    for (index, spec) in specs.iter().enumerate() {
+        let in_entry = |source| match chain {
+            true => BuildError::Entry {
+                entry: format!("`guardrails.providers` entry {}", index + 1),
+                source: Box::new(source),
+            },
+            false => source,
+        };
+        let LoadedProvider { provider, info } = instantiate(spec, &config.base_dir).map_err(in_entry)?;
+        let name = spec.name.clone().unwrap_or_else(|| unique_name(&info.name, &guards));
+        guards.push(
+            Guard::new(provider)
+                .named(name)
+                .with_fail_closed(spec.fail_closed.unwrap_or(section.fail_closed))
+                .with_mode(section.mode)
+                .with_passport(section.passport.clone())
+                .with_library_sha256(info.sha256.clone())
+                .with_selector(Some(ToolSelector::new(spec.tools.clone(), spec.except_tools.clone()))),
+        );
+        entries.push(info);
+    }
+    if let Some(duplicate) = duplicate_name(&guards) {
+        return Err(BuildError::Spec {
+            message: format!(
+                "two `guardrails.providers` entries are named '{duplicate}'; give each its own `name:` (decisions, \
+                 audit events and the decision log name the entry that decided)"
+            ),
+        });
+    }
+    let main = if authorize.is_some() && entries.len() > 1 { 1 } else { 0 };
+    let info = entries[main].clone();
+    let mut guards = guards.into_iter();
+    let first = guards.next().expect("one guard at least");
+    let middleware = guards.fold(GuardrailMiddleware::from_guard(first), GuardrailMiddleware::then);
+    let middleware = with_decision_log(config, middleware)?;
+    Ok(Some(Guardrail { middleware, info, entries }))
+}
+
+/// `name`, or `name#2`, `name#3` ... when guards before have it.
+fn unique_name(name: &str, guards: &[Guard]) -> String {
+    let taken = |candidate: &str| guards.iter().any(|g| g.name() == candidate);
+    if !taken(name) {
+        return name.to_owned();
+    }
+    (2..).map(|n| format!("{name}#{n}")).find(|candidate| !taken(candidate)).expect("a free name")
+}
+
+fn duplicate_name(guards: &[Guard]) -> Option<&str> {
+    guards
+        .iter()
+        .enumerate()
+        .find_map(|(i, g)| guards[..i].iter().any(|h| h.name() == g.name()).then(|| g.name()))
+}
+
+/// DeerFlow checks `default_role` against the RBAC provider's roles when
+/// it builds the provider: an unknown fallback role fails here, not as an
+/// empty tool set later.
+fn check_default_role(
+    spec: &ProviderSpec,
+    info: &ProviderInfo,
+    default_role: &str,
+) -> Result<(), BuildError> {
+    if info.name != "rbac" {
+        return Ok(());
+    }
+    let Some(roles) = spec.config.get("roles") else { return Ok(()) };
+    let Ok(rbac) = guardhost_rbac::Rbac::compile(roles) else { return Ok(()) };
+    rbac.validate_role(default_role, "authorization.default_role").map_err(|error| {
+        BuildError::Authorization {
+            message: format!("Invalid authorization default_role for provider '{}': {error}", spec.use_),
+        }
+    })
+}
+
+/// Opens the section's decision log, if any, for `middleware`.
+fn with_decision_log(
+    config: &LoadedConfig,
+    middleware: GuardrailMiddleware,
+) -> Result<GuardrailMiddleware, BuildError> {
+    let decision_log = match &config.guardrails.decision_log {
+        Some(log) => Some(Arc::new(DecisionLog::open(log, &config.base_dir).map_err(|error| {
+            BuildError::DecisionLog {
+                path: crate::paths::join_relative(&config.base_dir, &log.path),
+                message: error.to_string(),
+            }
+        })?)),
+        None => None,
     };
-    let LoadedProvider { provider, info } = instantiate_with(spec, &config.base_dir, content_addressed)?;
-    let middleware = middleware_for(config, provider, &info)?;
-    Ok(Some(Guardrail { middleware, info }))
+    Ok(middleware.with_decision_log(decision_log))
 }
 
 /// The middleware a config's `guardrails:` section puts around `provider`
@@ -48,19 +198,10 @@ pub fn middleware_for(
     info: &ProviderInfo,
 ) -> Result<GuardrailMiddleware, BuildError> {
     let section = &config.guardrails;
-    let decision_log = match &section.decision_log {
-        Some(log) => Some(Arc::new(DecisionLog::open(log, &config.base_dir).map_err(|error| {
-            BuildError::DecisionLog {
-                path: crate::paths::join_relative(&config.base_dir, &log.path),
-                message: error.to_string(),
-            }
-        })?)),
-        None => None,
-    };
-    Ok(GuardrailMiddleware::new(provider)
+    let middleware = GuardrailMiddleware::new(provider)
         .with_fail_closed(section.fail_closed)
         .with_passport(section.passport.clone())
         .with_mode(section.mode)
-        .with_library_sha256(info.sha256.clone())
-        .with_decision_log(decision_log))
+        .with_library_sha256(info.sha256.clone());
+    with_decision_log(config, middleware)
 }

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use guardhost::middleware::denied_message;
 use guardhost::{
-    block_on, middleware_for, ConfigOrigin, GuardrailDecision, GuardrailMiddleware, LoadedConfig,
-    LoadedProvider, ProviderInfo, ToolCall, ToolCallRequest,
+    block_on, install_using, ConfigOrigin, GuardrailDecision, GuardrailMiddleware, LoadedConfig,
+    ProviderInfo, ToolCall, ToolCallRequest,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -26,6 +26,8 @@ use crate::instantiate::{absolute_base, info_dict, instantiate, may_block};
 pub(crate) struct Guardrail {
     middleware: GuardrailMiddleware,
     info: ProviderInfo,
+    /// The whole guardrail (its `filter_tools`).
+    installed: guardhost::Guardrail,
 }
 
 /// Reads a tool call the way DeerFlow's middleware does: `name` (absent →
@@ -69,14 +71,13 @@ fn context_from(context: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Map<Strin
 
 impl Guardrail {
     fn from_loaded(config: &LoadedConfig, program: Option<PathBuf>) -> PyResult<Option<Self>> {
-        let section = &config.guardrails;
-        let (true, Some(spec)) = (section.enabled, section.provider.as_ref()) else {
-            return Ok(None);
-        };
-        let LoadedProvider { provider, info } =
-            instantiate(spec, &config.base_dir, program).map_err(build_error)?;
-        let middleware = middleware_for(config, provider, &info).map_err(build_error)?;
-        Ok(Some(Guardrail { middleware, info }))
+        let installed = install_using(config, |spec, base_dir| instantiate(spec, base_dir, program.clone()))
+            .map_err(build_error)?;
+        Ok(installed.map(|installed| Guardrail {
+            middleware: installed.middleware.clone(),
+            info: installed.info.clone(),
+            installed,
+        }))
     }
 
     /// The decision to act on and whether the provider failed, through the
@@ -209,6 +210,43 @@ impl Guardrail {
             let m = denied_message(&call.tool_call, &decision);
             (m.content, m.tool_call_id, m.name.unwrap_or_default())
         }))
+    }
+
+    /// The tools of `tools` (names) the caller of `context` may use, in
+    /// their order: what the config's `authorization:` provider allows
+    /// (every tool without one). Asked before the model sees the tools,
+    /// as DeerFlow's assembly layer does; a provider error gives no tool
+    /// (`fail_closed`) or every tool.
+    #[pyo3(signature = (tools, context=None))]
+    fn filter_tools(
+        &self,
+        py: Python<'_>,
+        tools: Vec<String>,
+        context: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<String>> {
+        let context = context_from(context)?;
+        let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+        let installed = &self.installed;
+        py.allow_threads(|| installed.filter_tools(context.as_ref(), &names)).map_err(|error| match error {
+            guardhost::authorization::FilterError::Call(error) => tool_call_error(py, error),
+            other => pyo3::exceptions::PyValueError::new_err(other.to_string()),
+        })
+    }
+
+    /// Each guard, in the order they are asked: `(name, kind, provider)`,
+    /// `kind` being `authorization` or `guardrail`.
+    #[getter]
+    fn guards(&self) -> Vec<(String, &'static str, String)> {
+        let guards = self.middleware.guards().iter().zip(&self.installed.entries);
+        guards
+            .map(|(guard, info)| {
+                let kind = match guard.kind() {
+                    guardhost::GuardKind::Authorization => "authorization",
+                    _ => "guardrail",
+                };
+                (guard.name().to_owned(), kind, info.name.clone())
+            })
+            .collect()
     }
 
     fn __repr__(&self) -> String {

@@ -191,14 +191,13 @@ impl Provider {
             }
         };
         let spec = ProviderSpec {
-            use_,
-            config,
             sha256,
             allow_insecure_permissions,
             timeout_ms,
             isolation,
             command,
             transport,
+            ..ProviderSpec::new(use_, config)
         };
         let base_dir = absolute_base(base_dir);
         let decision_log = match decision_log {

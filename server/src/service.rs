@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use guardhost::answer::{self, Handled, OutputFormat};
-use guardhost::jsonl::parse_line;
 use guardhost::{Guardrail, Isolation, ProviderFailure, ProviderInfo, ProviderSource, ToolCallRequest};
+use guardhost_lines::answer::{self, Handled, OutputFormat};
+use guardhost_lines::jsonl::parse_line;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
@@ -62,6 +62,20 @@ impl Placement {
             Placement::Thread
         }
     }
+
+    /// Where a chain's decisions run: on a thread when any entry may
+    /// block it, awaited when every entry is built in or bounded by a
+    /// deadline of its own, here only when every entry is built in.
+    fn of_all(entries: &[ProviderInfo]) -> Placement {
+        let places: Vec<Placement> = entries.iter().map(Placement::of).collect();
+        if places.contains(&Placement::Thread) {
+            Placement::Thread
+        } else if places.contains(&Placement::Awaited) {
+            Placement::Awaited
+        } else {
+            Placement::Here
+        }
+    }
 }
 
 /// A response of this service.
@@ -100,8 +114,8 @@ fn json(status: StatusCode, body: Vec<u8>) -> Reply {
 }
 
 /// The routes, for the metrics' `route` label (unknown paths are one).
-const ROUTES: [&str; 6] =
-    ["/v1/decide", "/v1/decide/batch", "/healthz", "/readyz", "/metrics", "/openapi.json"];
+const ROUTES: [&str; 7] =
+    ["/v1/decide", "/v1/decide/batch", "/v1/filter", "/healthz", "/readyz", "/metrics", "/openapi.json"];
 
 impl Service {
     /// A service deciding with `source`'s guardrail.
@@ -184,13 +198,17 @@ impl Service {
                 Ok(body) => self.decide_batch(&body).await,
                 Err(refusal) => refusal.reply(),
             },
+            (Method::POST, "/v1/filter") => match self.body(request).await {
+                Ok(body) => self.filter(&body).await,
+                Err(refusal) => refusal.reply(),
+            },
             (_, path) if ROUTES.contains(&path) => {
                 Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("{path} does not take this method; see /openapi.json")).reply()
             }
             (_, path) => Refusal::new(
                 StatusCode::NOT_FOUND,
                 "not_found",
-                format!("no route {path}: POST /v1/decide or /v1/decide/batch; GET /healthz, /readyz, /metrics, /openapi.json"),
+                format!("no route {path}: POST /v1/decide, /v1/decide/batch or /v1/filter; GET /healthz, /readyz, /metrics, /openapi.json"),
             )
             .reply(),
         }
@@ -339,7 +357,7 @@ impl Service {
                 limit.as_millis()
             ))
         };
-        let decided = match Placement::of(&guardrail.info) {
+        let decided = match Placement::of_all(&guardrail.entries) {
             Placement::Here => middleware.adecide(&call).await,
             Placement::Awaited => match tokio::time::timeout(limit, middleware.adecide(&call)).await {
                 Ok(decided) => decided,
@@ -352,31 +370,37 @@ impl Service {
             },
             Placement::Thread => {
                 let deadline = tokio::time::Instant::now() + limit;
-                let deciders = Arc::clone(&self.deciders);
-                middleware
-                    .adecide_with(&call, |evaluation| async move {
-                        let on_a_thread = async move {
-                            // Waiting for a place counts against the deadline.
-                            let place = deciders.acquire_owned().await;
-                            tokio::task::spawn_blocking(move || {
-                                let _place = place;
-                                evaluation.run()
-                            })
-                            .await
-                        };
-                        match tokio::time::timeout_at(deadline, on_a_thread).await {
-                            Ok(Ok(evaluation)) => evaluation,
-                            Ok(Err(error)) => Err(ProviderFailure::error(format!(
-                                "provider '{}': its decision thread failed: {error}",
-                                guardrail.info.name
-                            ))),
-                            Err(_) => {
-                                *timed_out = true;
-                                Err(late())
+                let late_one = std::sync::atomic::AtomicBool::new(false);
+                let late_one = &late_one;
+                let decided = middleware
+                    .adecide_with(&call, |evaluation| {
+                        let deciders = Arc::clone(&self.deciders);
+                        async move {
+                            let on_a_thread = async move {
+                                // Waiting for a place counts against the deadline.
+                                let place = deciders.acquire_owned().await;
+                                tokio::task::spawn_blocking(move || {
+                                    let _place = place;
+                                    evaluation.run()
+                                })
+                                .await
+                            };
+                            match tokio::time::timeout_at(deadline, on_a_thread).await {
+                                Ok(Ok(evaluation)) => evaluation,
+                                Ok(Err(error)) => Err(ProviderFailure::error(format!(
+                                    "provider '{}': its decision thread failed: {error}",
+                                    guardrail.info.name
+                                ))),
+                                Err(_) => {
+                                    late_one.store(true, std::sync::atomic::Ordering::Relaxed);
+                                    Err(late())
+                                }
                             }
                         }
                     })
-                    .await
+                    .await;
+                *timed_out |= late_one.load(std::sync::atomic::Ordering::Relaxed);
+                decided
             }
         };
         answer::handled(call, Some(decided))
@@ -422,6 +446,55 @@ impl Service {
         }
         out.extend_from_slice(b"]}");
         json(StatusCode::OK, out)
+    }
+}
+
+impl Service {
+    /// `/v1/filter`: the tools of `tools` the caller of `context` may use,
+    /// in their order, as the config's `authorization:` provider says
+    /// (every tool without one), asked before the model sees the tools.
+    async fn filter(&self, body: &[u8]) -> Reply {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Filter {
+            tools: Vec<String>,
+            #[serde(default)]
+            context: Option<serde_json::Map<String, serde_json::Value>>,
+        }
+        let Ok(Filter { tools, context }) = serde_json::from_slice::<Filter>(body) else {
+            return Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "bad_filter",
+                "a filter request is {\"tools\": [\"name\", ...], \"context\": {...}} (context optional: the \
+                 runtime context of a call, `user_role`, `user_id` ...)",
+            )
+            .reply();
+        };
+        let Some(guardrail) = self.source.current() else {
+            return json(
+                StatusCode::OK,
+                serde_json::to_vec(&serde_json::json!({ "tools": tools })).unwrap_or_default(),
+            );
+        };
+        // A provider library may take its time: off the I/O threads.
+        let filtered = tokio::task::spawn_blocking(move || {
+            let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+            guardrail.filter_tools(context.as_ref(), &names).map_err(|e| e.to_string())
+        })
+        .await;
+        match filtered {
+            Ok(Ok(tools)) => json(
+                StatusCode::OK,
+                serde_json::to_vec(&serde_json::json!({ "tools": tools })).unwrap_or_default(),
+            ),
+            Ok(Err(message)) => Refusal::new(StatusCode::BAD_REQUEST, "bad_filter", message).reply(),
+            Err(error) => Refusal::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "filter_failed",
+                format!("the filter's thread failed: {error}"),
+            )
+            .reply(),
+        }
     }
 }
 

@@ -25,6 +25,7 @@ fn defaults_are_disabled_fail_closed_no_passport_no_provider() {
             fail_closed: true,
             passport: None,
             provider: None,
+            providers: None,
             mode: Mode::Enforce,
             decision_log: None,
         }

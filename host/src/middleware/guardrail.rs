@@ -4,48 +4,106 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::Map;
+use serde_json::{Map, Value};
 
+use super::guard::{Guard, GuardKind};
 use crate::audit::{AuditAction, AuditProvider, AuditRecord, AuditSink};
 use crate::config::Mode;
-use crate::decision_log::{Decided, DecisionLog};
+use crate::decision_log::{ChainStep, Decided, DecisionLog};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::{
-    CallView, GuardrailDecision, GuardrailRequest, Timestamp, ToolCall, ToolCallRequest, ToolMessage,
-    ToolStatus,
+    Attribution, CallView, GuardrailDecision, GuardrailRequest, Timestamp, ToolCall, ToolCallRequest,
+    ToolMessage, ToolStatus,
 };
 
-/// Evaluates every tool call against a provider before it runs.
+/// Evaluates every tool call against its guards before it runs.
+///
+/// A guard is a provider with its `fail_closed`, mode, passport and the
+/// calls it sees ([`Guard`]); a middleware built with
+/// [`GuardrailMiddleware::new`] has one, and [`GuardrailMiddleware::then`]
+/// adds more, asked in order: the first denial wins, and a chain's
+/// decisions name the guard that decided (`decided_by` in the metadata).
 ///
 /// A denied call is not an error: it becomes a tool message with
-/// `status: error` that tells the agent why, so the run goes on. When the
-/// provider fails, `fail_closed` (default true) blocks the call; otherwise it
-/// runs. A provider's control-flow interrupt is returned as
-/// [`ToolCallError::Interrupt`], never turned into a decision.
+/// `status: error` that tells the agent why, so the run goes on. When a
+/// provider fails, its guard's `fail_closed` (default true) blocks the
+/// call; otherwise the next guard decides. A provider's control-flow
+/// interrupt is returned as [`ToolCallError::Interrupt`], never turned into
+/// a decision.
 #[derive(Clone)]
 pub struct GuardrailMiddleware {
-    provider: Arc<dyn GuardrailProvider>,
-    fail_closed: bool,
-    mode: Mode,
-    passport: Option<String>,
+    guards: Vec<Guard>,
     audit: Option<Arc<dyn AuditSink>>,
-    /// Who decides, as audit events name it.
-    audit_provider: AuditProvider,
     decision_log: Option<Arc<DecisionLog>>,
 }
 
 impl std::fmt::Debug for GuardrailMiddleware {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GuardrailMiddleware")
-            .field("provider", &self.provider.name())
-            .field("fail_closed", &self.fail_closed)
-            .field("mode", &self.mode)
-            .field("passport", &self.passport)
+            .field("guards", &self.guards)
             .field("audit", &self.audit.is_some())
             .field("decision_log", &self.decision_log.is_some())
             .finish()
     }
+}
+
+/// What the guards of one call came to, as they are asked.
+struct Tally {
+    /// Whether the middleware is a chain (more than one guard, or a guard
+    /// that sees only some calls): its decisions name the guard.
+    chain: bool,
+    /// The decision to report, whether its provider failed, and its guard.
+    reported: Option<(GuardrailDecision, bool, usize)>,
+    /// Each guard asked (chains only).
+    steps: Vec<ChainStep>,
+}
+
+impl Tally {
+    fn new(middleware: &GuardrailMiddleware) -> Self {
+        Tally { chain: middleware.is_chain(), reported: None, steps: Vec::new() }
+    }
+
+    /// Takes guard `index`'s conclusion; `false` when the call is decided
+    /// (denied) and no later guard is asked. The decision reported is the
+    /// denial, else the first allow worth telling (after a provider error,
+    /// or a denial in `warn` or `observe` mode), else the last allow.
+    fn add(
+        &mut self,
+        index: usize,
+        guard: &Guard,
+        (decision, provider_error): (GuardrailDecision, bool),
+    ) -> bool {
+        let would_deny = decision.allow && decision.metadata.contains_key("would_deny");
+        if self.chain {
+            let outcome = match (decision.allow, provider_error, would_deny) {
+                (true, true, _) => "error_allow",
+                (false, true, _) => "error_deny",
+                (true, false, true) => "would_deny",
+                (true, false, false) => "allow",
+                (false, false, _) => "deny",
+            };
+            let code = decision.reasons.first().map_or_else(String::new, |r| r.code.clone());
+            self.steps.push(ChainStep { entry: guard.name.clone(), outcome: outcome.into(), code });
+        }
+        let allow = decision.allow;
+        let worth_telling = |(d, error, _): &(GuardrailDecision, bool, usize)| {
+            *error || !d.allow || d.metadata.contains_key("would_deny")
+        };
+        if !allow || !self.reported.as_ref().is_some_and(worth_telling) {
+            self.reported = Some((decision, provider_error, index));
+        }
+        allow
+    }
+}
+
+/// No guard of a chain selects the call: it runs.
+fn unselected(tool_name: &str) -> GuardrailDecision {
+    GuardrailDecision::with_reason(
+        true,
+        "guardhost.not_selected",
+        &format!("no guardrail entry decides tool '{tool_name}' (each selects other tools)"),
+    )
 }
 
 /// One call's evaluation by the provider, owned, to run anywhere (see
@@ -145,51 +203,144 @@ pub fn denied_message(call: &ToolCall, decision: &GuardrailDecision) -> ToolMess
     }
 }
 
-impl GuardrailMiddleware {
-    /// A middleware around `provider`, failing closed, with no passport and
-    /// no audit sink.
-    pub fn new(provider: Arc<dyn GuardrailProvider>) -> Self {
-        let audit_provider = AuditProvider { name: provider.name().to_owned(), sha256: None };
-        GuardrailMiddleware {
-            provider,
-            fail_closed: true,
-            mode: Mode::Enforce,
-            passport: None,
-            audit: None,
-            audit_provider,
-            decision_log: None,
+/// The arguments of the call being decided: lent by the caller (a
+/// provider that needs the owned request gets them moved in, and they are
+/// given back), or only borrowed (such a provider gets a copy).
+enum Args<'a> {
+    Lent(&'a mut Map<String, Value>),
+    Borrowed(&'a Map<String, Value>),
+}
+
+impl Args<'_> {
+    fn get(&self) -> &Map<String, Value> {
+        match self {
+            Args::Lent(args) => args,
+            Args::Borrowed(args) => args,
         }
     }
 
-    /// Sets `fail_closed`.
+    fn take(&mut self) -> Map<String, Value> {
+        match self {
+            Args::Lent(args) => std::mem::take(*args),
+            Args::Borrowed(args) => (*args).clone(),
+        }
+    }
+
+    fn give_back(&mut self, args: Map<String, Value>) {
+        if let Args::Lent(lent) = self {
+            **lent = args;
+        }
+    }
+}
+
+/// What one call is, besides its arguments: borrowed for every guard.
+struct Call<'c> {
+    call: &'c ToolCallRequest,
+    timestamp: &'c str,
+    attribution: Attribution<'c>,
+}
+
+impl<'c> Call<'c> {
+    fn new(call: &'c ToolCallRequest, timestamp: &'c str) -> Result<Self, ToolCallError> {
+        Ok(Call { call, timestamp, attribution: Attribution::of(call.context.as_ref())? })
+    }
+
+    fn tool_name(&self) -> &'c str {
+        self.call.tool_call.name.as_deref().unwrap_or_default()
+    }
+
+    /// The call as `guard`'s provider sees it, with `args`.
+    fn view<'v>(&'v self, guard: &'v Guard, args: &'v Map<String, Value>) -> CallView<'v> {
+        CallView {
+            tool_name: self.tool_name(),
+            tool_input: args,
+            agent_id: guard.passport.as_deref(),
+            tool_call_id: self.call.tool_call.id.as_deref(),
+            timestamp: self.timestamp,
+            attribution: self.attribution.clone(),
+        }
+    }
+}
+
+/// What a decided call comes to: the decision, whether its provider
+/// failed, and the guard it is reported from (none when no guard of a
+/// chain selected the call).
+type Concluded = (GuardrailDecision, bool, Option<usize>);
+
+impl GuardrailMiddleware {
+    /// A middleware around `provider`: one guard, failing closed, in
+    /// `enforce` mode, with no passport and no audit sink.
+    pub fn new(provider: Arc<dyn GuardrailProvider>) -> Self {
+        Self::from_guard(Guard::new(provider))
+    }
+
+    /// A middleware with `guard` as its first guard.
+    pub fn from_guard(guard: Guard) -> Self {
+        GuardrailMiddleware { guards: vec![guard], audit: None, decision_log: None }
+    }
+
+    /// Adds `guard`, asked after the ones already added.
+    pub fn then(mut self, guard: Guard) -> Self {
+        self.guards.push(guard);
+        self
+    }
+
+    /// The guards, in the order they are asked.
+    pub fn guards(&self) -> &[Guard] {
+        &self.guards
+    }
+
+    /// Whether decisions name their guard: more than one guard, or one
+    /// that sees only some calls.
+    pub fn is_chain(&self) -> bool {
+        self.guards.len() > 1 || self.guards.iter().any(|g| g.selector.is_some())
+    }
+
+    /// The first guard of the `guardrails:` section (the first guard when
+    /// there is none).
+    fn main_guard(&self) -> &Guard {
+        self.guards.iter().find(|g| g.kind == GuardKind::Guardrail).unwrap_or(&self.guards[0])
+    }
+
+    fn guardrail_guards(&mut self) -> impl Iterator<Item = &mut Guard> {
+        self.guards.iter_mut().filter(|g| g.kind == GuardKind::Guardrail)
+    }
+
+    /// Sets `fail_closed` of every guardrail guard (an authorization guard
+    /// keeps its own).
     pub fn with_fail_closed(mut self, fail_closed: bool) -> Self {
-        self.fail_closed = fail_closed;
+        self.guardrail_guards().for_each(|g| g.fail_closed = fail_closed);
         self
     }
 
-    /// Sets what a denial does (`guardrails.mode`): in `warn` and
-    /// `observe` mode, a denied call runs all the same; see [`shadowed`].
+    /// Sets what a denial of a guardrail guard does (`guardrails.mode`):
+    /// in `warn` and `observe` mode, a denied call runs all the same; see
+    /// [`shadowed`]. An authorization guard always enforces.
     pub fn with_mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
+        self.guardrail_guards().for_each(|g| g.mode = mode);
         self
     }
 
-    /// What a denial does.
+    /// What a denial of the (first) guardrail guard does.
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.main_guard().mode
     }
 
-    /// Sets the passport (becomes every request's `agent_id`).
+    /// Sets the passport of every guardrail guard (it becomes their
+    /// requests' `agent_id`; an authorization guard is given none, as in
+    /// DeerFlow).
     pub fn with_passport(mut self, passport: Option<String>) -> Self {
-        self.passport = passport;
+        self.guardrail_guards().for_each(|g| g.passport = passport.clone());
         self
     }
 
-    /// Sets the SHA-256 of the provider's library, which audit events
+    /// Sets the SHA-256 of the last guard's library, which audit events
     /// carry to say exactly which library decided ([`crate::install`] sets
-    /// it).
+    /// each guard's).
     pub fn with_library_sha256(mut self, sha256: Option<String>) -> Self {
-        self.audit_provider.sha256 = sha256;
+        if let Some(guard) = self.guards.last_mut() {
+            guard.audit_provider.sha256 = sha256;
+        }
         self
     }
 
@@ -215,174 +366,289 @@ impl GuardrailMiddleware {
         self
     }
 
-    /// The provider.
+    /// The (first) guardrail guard's provider.
     pub fn provider(&self) -> &Arc<dyn GuardrailProvider> {
-        &self.provider
+        &self.main_guard().provider
     }
 
-    /// Whether provider errors block calls.
+    /// Whether errors of the (first) guardrail guard's provider block calls.
     pub fn fail_closed(&self) -> bool {
-        self.fail_closed
+        self.main_guard().fail_closed
     }
 
     /// The passport.
     pub fn passport(&self) -> Option<&str> {
-        self.passport.as_deref()
+        self.main_guard().passport.as_deref()
     }
 
     /// Decides a call synchronously without running anything.
     pub fn check(&self, call: &ToolCallRequest) -> Result<Verdict, ToolCallError> {
         let started = self.started();
-        let request = GuardrailRequest::from_tool_call(call, self.passport.as_deref())?;
-        let evaluation = self.provider.evaluate(&request);
-        self.settle(request, evaluation, "sync", started)
+        let now = Timestamp::now();
+        let mut args = call.tool_call.args.clone();
+        let (decision, provider_error, by) =
+            self.decide_sync(call, Args::Lent(&mut args), now.as_str(), started)?;
+        let request = self.request_seen(call, args, now.as_str(), by)?;
+        Ok(Verdict { request, decision, provider_error })
     }
 
-    /// Decides a call asynchronously (through the provider's `aevaluate`)
+    /// Decides a call asynchronously (through the providers' `aevaluate`)
     /// without running anything.
     pub async fn acheck(&self, call: &ToolCallRequest) -> Result<Verdict, ToolCallError> {
         let started = self.started();
-        let request = GuardrailRequest::from_tool_call(call, self.passport.as_deref())?;
-        let evaluation = self.provider.aevaluate(&request).await;
-        self.settle(request, evaluation, "async", started)
+        let now = Timestamp::now();
+        let mut args = call.tool_call.args.clone();
+        let (decision, provider_error, by) =
+            self.decide_async(call, Args::Lent(&mut args), now.as_str(), started).await?;
+        let request = self.request_seen(call, args, now.as_str(), by)?;
+        Ok(Verdict { request, decision, provider_error })
+    }
+
+    /// The request the reporting guard saw.
+    fn request_seen(
+        &self,
+        call: &ToolCallRequest,
+        args: Map<String, Value>,
+        timestamp: &str,
+        by: Option<usize>,
+    ) -> Result<GuardrailRequest, ToolCallError> {
+        let passport = by.map_or(self.passport(), |index| self.guards[index].passport.as_deref());
+        let view = CallView::new(call, &call.tool_call.args, passport, timestamp)?;
+        Ok(view.to_request_with(args))
     }
 
     /// The synchronous wrapper: decide, then run `handler` or return the
     /// denial.
     pub fn wrap_tool_call(&self, mut call: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
         let started = self.started();
-        let args = std::mem::take(&mut call.tool_call.args);
+        let mut args = std::mem::take(&mut call.tool_call.args);
         let now = Timestamp::now();
-        let asked = {
-            let view = CallView::new(&call, &args, self.passport.as_deref(), now.as_str())?;
-            match self.provider.evaluate_view(&view) {
-                Some(evaluation) => {
-                    Asked::Decided(self.denial_view(&call.tool_call, &view, evaluation, "sync", started)?)
-                }
-                None => Asked::Not(view.to_request_with(Map::new())),
-            }
-        };
-        let denied = match asked {
-            Asked::Decided(denied) => {
-                call.tool_call.args = args;
-                denied
-            }
-            Asked::Not(mut request) => {
-                request.tool_input = args;
-                let evaluation = self.provider.evaluate(&request);
-                let verdict = self.settle(request, evaluation, "sync", started)?;
-                Self::take_back(&mut call, verdict)
-            }
-        };
-        match denied {
-            None => handler(call),
-            Some(denied) => Ok(denied),
+        let decided = self.decide_sync(&call, Args::Lent(&mut args), now.as_str(), started);
+        call.tool_call.args = args;
+        let (decision, ..) = decided?;
+        match decision.allow {
+            true => handler(call),
+            false => Ok(denied_message(&call.tool_call, &decision)),
         }
     }
 
     /// The asynchronous wrapper.
     pub async fn awrap_tool_call(&self, mut call: ToolCallRequest, handler: AsyncHandler) -> ToolResult {
         let started = self.started();
-        let args = std::mem::take(&mut call.tool_call.args);
+        let mut args = std::mem::take(&mut call.tool_call.args);
         let now = Timestamp::now();
-        let asked = {
-            let view = CallView::new(&call, &args, self.passport.as_deref(), now.as_str())?;
-            // Bound, so that the provider's future is gone before `view`.
-            let asked = match self.provider.aevaluate_view(&view) {
-                Some(evaluation) => {
-                    let evaluation = evaluation.await;
-                    Asked::Decided(self.denial_view(&call.tool_call, &view, evaluation, "async", started)?)
-                }
-                None => Asked::Not(view.to_request_with(Map::new())),
-            };
-            asked
-        };
-        let denied = match asked {
-            Asked::Decided(denied) => {
-                call.tool_call.args = args;
-                denied
-            }
-            Asked::Not(mut request) => {
-                request.tool_input = args;
-                let evaluation = self.provider.aevaluate(&request).await;
-                let verdict = self.settle(request, evaluation, "async", started)?;
-                Self::take_back(&mut call, verdict)
-            }
-        };
-        match denied {
-            None => handler(call).await,
-            Some(denied) => Ok(denied),
+        let decided = self.decide_async(&call, Args::Lent(&mut args), now.as_str(), started).await;
+        call.tool_call.args = args;
+        let (decision, ..) = decided?;
+        match decision.allow {
+            true => handler(call).await,
+            false => Ok(denied_message(&call.tool_call, &decision)),
         }
     }
 
     /// Decides `call` as the wrapping paths do, through the borrowed view
-    /// when the provider can (no owned request is built, nothing is
-    /// copied), and runs nothing: the decision to act on and whether the
+    /// where a provider can (no owned request is built, nothing is
+    /// copied), and runs nothing: the decision to act on and whether a
     /// provider failed. [`Self::check`] is the same decision with the
     /// request the provider saw.
     pub fn decide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
         let started = self.started();
         let now = Timestamp::now();
-        let view = CallView::new(call, &call.tool_call.args, self.passport.as_deref(), now.as_str())?;
-        match self.provider.evaluate_view(&view) {
-            Some(evaluation) => self.conclude_view(&view, evaluation, "sync", started),
-            None => {
-                let request = view.to_request();
-                let evaluation = self.provider.evaluate(&request);
-                self.conclude(&view, evaluation, "sync", started, || Cow::Borrowed(&request))
-            }
-        }
+        let (decision, provider_error, _) =
+            self.decide_sync(call, Args::Borrowed(&call.tool_call.args), now.as_str(), started)?;
+        Ok((decision, provider_error))
     }
 
-    /// [`Self::decide`] on the async path (the provider's `aevaluate`).
+    /// [`Self::decide`] on the async path (the providers' `aevaluate`).
     pub async fn adecide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
         let started = self.started();
         let now = Timestamp::now();
-        let view = CallView::new(call, &call.tool_call.args, self.passport.as_deref(), now.as_str())?;
-        // Bound, so that the provider's future is gone before `view`.
-        let decided = match self.provider.aevaluate_view(&view) {
-            Some(evaluation) => {
-                let evaluation = evaluation.await;
-                self.conclude_view(&view, evaluation, "async", started)
-            }
-            None => {
-                let request = view.to_request();
-                let evaluation = self.provider.aevaluate(&request).await;
-                self.conclude(&view, evaluation, "async", started, || Cow::Borrowed(&request))
-            }
-        };
-        decided
+        let (decision, provider_error, _) =
+            self.decide_async(call, Args::Borrowed(&call.tool_call.args), now.as_str(), started).await?;
+        Ok((decision, provider_error))
     }
 
-    /// [`Self::adecide`], with the provider's evaluation handed to
+    /// [`Self::adecide`], with each guard's evaluation handed to
     /// `evaluate` as an [`Evaluation`] to run: on another thread, say, or
-    /// given up on at a deadline. What `evaluate` returns is the
-    /// provider's answer: an `Err` is a provider error, decided by
-    /// `fail_closed`, audited and logged as any other, once.
+    /// given up on at a deadline. What `evaluate` returns is that guard's
+    /// answer: an `Err` is a provider error, decided by its `fail_closed`,
+    /// audited and logged as any other, once.
     pub async fn adecide_with<F, Fut>(
         &self,
         call: &ToolCallRequest,
-        evaluate: F,
+        mut evaluate: F,
     ) -> Result<(GuardrailDecision, bool), ToolCallError>
     where
-        F: FnOnce(ToEvaluate) -> Fut,
+        F: FnMut(ToEvaluate) -> Fut,
         Fut: std::future::Future<Output = Evaluation>,
     {
         let started = self.started();
         let now = Timestamp::now();
-        let view = CallView::new(call, &call.tool_call.args, self.passport.as_deref(), now.as_str())?;
-        let request = Arc::new(view.to_request());
-        let evaluation =
-            evaluate(ToEvaluate { provider: Arc::clone(&self.provider), request: Arc::clone(&request) })
-                .await;
-        self.conclude(&view, evaluation, "async", started, || Cow::Borrowed(&*request))
+        let args = &call.tool_call.args;
+        let this = Call::new(call, now.as_str())?;
+        let mut tally = Tally::new(self);
+        for (index, guard) in self.selected(this.tool_name()) {
+            let request = Arc::new(this.view(guard, args).to_request());
+            let to_evaluate =
+                ToEvaluate { provider: Arc::clone(&guard.provider), request: Arc::clone(&request) };
+            let evaluation = evaluate(to_evaluate).await;
+            let concluded =
+                self.conclude(guard, &request.tool_name, evaluation, "async", || Cow::Borrowed(&*request));
+            if !self.tally(&mut tally, index, guard, concluded, &this, args, started)? {
+                break;
+            }
+        }
+        let (decision, provider_error, _) = self.finish(tally, &this, args, started);
+        Ok((decision, provider_error))
     }
 
-    /// Gives `call` its arguments back; the denial message when denied.
-    fn take_back(call: &mut ToolCallRequest, verdict: Verdict) -> Option<ToolMessage> {
-        let Verdict { request, decision, .. } = verdict;
-        call.tool_call.args = request.tool_input;
-        (!decision.allow).then(|| denied_message(&call.tool_call, &decision))
+    /// The guards that decide calls of `tool_name`, with their places.
+    fn selected<'s>(&'s self, tool_name: &'s str) -> impl Iterator<Item = (usize, &'s Guard)> + 's {
+        self.guards.iter().enumerate().filter(move |(_, guard)| guard.selects(tool_name))
+    }
+
+    /// Asks the guards in order, synchronously, until one denies.
+    fn decide_sync(
+        &self,
+        call: &ToolCallRequest,
+        mut args: Args<'_>,
+        timestamp: &str,
+        started: Option<Instant>,
+    ) -> Result<Concluded, ToolCallError> {
+        let this = Call::new(call, timestamp)?;
+        let mut tally = Tally::new(self);
+        for (index, guard) in self.selected(this.tool_name()) {
+            let asked = {
+                let view = this.view(guard, args.get());
+                match guard.provider.evaluate_view(&view) {
+                    Some(evaluation) => Asked::Decided(self.conclude_view(guard, &view, evaluation, "sync")),
+                    None => Asked::Not(Box::new(view.to_request_with(Map::new()))),
+                }
+            };
+            let concluded = match asked {
+                Asked::Decided(concluded) => concluded,
+                Asked::Not(mut request) => {
+                    request.tool_input = args.take();
+                    let evaluation = guard.provider.evaluate(&request);
+                    let concluded = self
+                        .conclude(guard, &request.tool_name, evaluation, "sync", || Cow::Borrowed(&*request));
+                    args.give_back(std::mem::take(&mut request.tool_input));
+                    concluded
+                }
+            };
+            if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
+                break;
+            }
+        }
+        Ok(self.finish(tally, &this, args.get(), started))
+    }
+
+    /// [`Self::decide_sync`] on the async path.
+    async fn decide_async(
+        &self,
+        call: &ToolCallRequest,
+        mut args: Args<'_>,
+        timestamp: &str,
+        started: Option<Instant>,
+    ) -> Result<Concluded, ToolCallError> {
+        let this = Call::new(call, timestamp)?;
+        let mut tally = Tally::new(self);
+        for (index, guard) in self.selected(this.tool_name()) {
+            let asked = {
+                let view = this.view(guard, args.get());
+                // Bound, so that the provider's future is gone before `view`.
+                let asked = match guard.provider.aevaluate_view(&view) {
+                    Some(evaluation) => {
+                        let evaluation = evaluation.await;
+                        Asked::Decided(self.conclude_view(guard, &view, evaluation, "async"))
+                    }
+                    None => Asked::Not(Box::new(view.to_request_with(Map::new()))),
+                };
+                asked
+            };
+            let concluded = match asked {
+                Asked::Decided(concluded) => concluded,
+                Asked::Not(mut request) => {
+                    request.tool_input = args.take();
+                    let evaluation = guard.provider.aevaluate(&request).await;
+                    let concluded = self.conclude(guard, &request.tool_name, evaluation, "async", || {
+                        Cow::Borrowed(&*request)
+                    });
+                    args.give_back(std::mem::take(&mut request.tool_input));
+                    concluded
+                }
+            };
+            if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
+                break;
+            }
+        }
+        Ok(self.finish(tally, &this, args.get(), started))
+    }
+
+    /// Takes guard `index`'s conclusion into `tally`: `Ok(false)` when the
+    /// call is decided (denied); an interrupt is logged and returned.
+    #[allow(clippy::too_many_arguments)]
+    fn tally(
+        &self,
+        tally: &mut Tally,
+        index: usize,
+        guard: &Guard,
+        concluded: Result<(GuardrailDecision, bool), ToolCallError>,
+        this: &Call<'_>,
+        args: &Map<String, Value>,
+        started: Option<Instant>,
+    ) -> Result<bool, ToolCallError> {
+        match concluded {
+            Ok(concluded) => Ok(tally.add(index, guard, concluded)),
+            Err(error) => {
+                if let (Some(log), Some(started)) = (&self.decision_log, started) {
+                    let view = this.view(guard, args);
+                    log.record_call(
+                        &view,
+                        Decided::Interrupt,
+                        guard.mode,
+                        &guard.audit_provider,
+                        started.elapsed(),
+                    );
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The decision the guards came to, named by its guard in a chain, and
+    /// written to the decision log.
+    fn finish(
+        &self,
+        tally: Tally,
+        this: &Call<'_>,
+        args: &Map<String, Value>,
+        started: Option<Instant>,
+    ) -> Concluded {
+        let Tally { chain, reported, steps } = tally;
+        let (mut decision, provider_error, by) = match reported {
+            Some((decision, provider_error, index)) => (decision, provider_error, Some(index)),
+            None => (unselected(this.tool_name()), false, None),
+        };
+        let guard = by.map(|index| &self.guards[index]);
+        if let (true, Some(guard)) = (chain, guard) {
+            decision.metadata.insert("decided_by".into(), Value::from(guard.name.as_str()));
+        }
+        if let (Some(log), Some(started)) = (&self.decision_log, started) {
+            let none = AuditProvider { name: "none".into(), sha256: None };
+            let (mode, provider) = guard.map_or((Mode::Enforce, &none), |g| (g.mode, &g.audit_provider));
+            let view = match guard {
+                Some(guard) => this.view(guard, args),
+                None => this.view(&self.guards[0], args),
+            };
+            let decided = Decided::Decision(&decision, provider_error);
+            let took = started.elapsed();
+            match chain {
+                false => log.record_call(&view, decided, mode, provider, took),
+                true => log.record_chain_call(&view, decided, mode, provider, took, steps),
+            }
+        }
+        (decision, provider_error, by)
     }
 
     /// [`Self::wrap_tool_call`], also returning the verdict.
@@ -415,72 +681,28 @@ impl GuardrailMiddleware {
         Ok((verdict, message))
     }
 
-    /// Turns the provider's answer into a verdict.
-    fn settle(
-        &self,
-        request: GuardrailRequest,
-        evaluation: Evaluation,
-        path: &str,
-        started: Option<Instant>,
-    ) -> Result<Verdict, ToolCallError> {
-        let (decision, provider_error) =
-            self.conclude(&request.view(), evaluation, path, started, || Cow::Borrowed(&request))?;
-        Ok(Verdict { request, decision, provider_error })
-    }
-
-    /// [`Self::conclude`] for the provider's answer about the call `view`
-    /// shows.
+    /// [`Self::conclude`] for `guard`'s answer about the call `view` shows.
     fn conclude_view(
         &self,
+        guard: &Guard,
         view: &CallView<'_>,
         evaluation: Evaluation,
         path: &str,
-        started: Option<Instant>,
     ) -> Result<(GuardrailDecision, bool), ToolCallError> {
         // An audit event never holds the arguments: its request needs none.
-        self.conclude(view, evaluation, path, started, || Cow::Owned(view.to_request_with(Map::new())))
+        self.conclude(guard, view.tool_name, evaluation, path, || {
+            Cow::Owned(view.to_request_with(Map::new()))
+        })
     }
 
-    /// The denial message, if the provider's answer about the call `view`
-    /// shows is a denial.
-    fn denial_view(
-        &self,
-        call: &ToolCall,
-        view: &CallView<'_>,
-        evaluation: Evaluation,
-        path: &str,
-        started: Option<Instant>,
-    ) -> Result<Option<ToolMessage>, ToolCallError> {
-        let (decision, _) = self.conclude_view(view, evaluation, path, started)?;
-        Ok((!decision.allow).then(|| denied_message(call, &decision)))
-    }
-
-    /// The decision to act on, and whether the provider failed: errors per
-    /// `fail_closed`, interrupts passed through, logging and audit.
-    /// `request` gives the request an audit event is made from, asked for
-    /// only when there is a sink and an event.
+    /// `guard`'s decision and whether its provider failed: errors per its
+    /// `fail_closed`, interrupts passed through, denials shadowed in `warn`
+    /// and `observe` mode, logging and audit. `request` gives the request
+    /// an audit event is made from, asked for only when there is a sink
+    /// and an event.
     fn conclude<'r>(
         &self,
-        view: &CallView<'_>,
-        evaluation: Evaluation,
-        path: &str,
-        started: Option<Instant>,
-        request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
-    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
-        let concluded = self.conclude_unlogged(view.tool_name, evaluation, path, request);
-        if let (Some(log), Some(started)) = (&self.decision_log, started) {
-            let decided = match &concluded {
-                Ok((decision, provider_error)) => Decided::Decision(decision, *provider_error),
-                Err(_) => Decided::Interrupt,
-            };
-            log.record_call(view, decided, self.mode, &self.audit_provider, started.elapsed());
-        }
-        concluded
-    }
-
-    /// [`Self::conclude`] before the decision log.
-    fn conclude_unlogged<'r>(
-        &self,
+        guard: &Guard,
         tool_name: &str,
         evaluation: Evaluation,
         path: &str,
@@ -490,8 +712,8 @@ impl GuardrailMiddleware {
             Ok(decision) => (decision, false),
             Err(ProviderFailure::Interrupt(interrupt)) => return Err(ToolCallError::Interrupt(interrupt)),
             Err(error) => {
-                tracing::error!(provider = %self.provider.name(), tool = %tool_name, "Guardrail provider error ({path}): {error}");
-                let decision = if self.fail_closed {
+                tracing::error!(provider = %guard.provider.name(), tool = %tool_name, "Guardrail provider error ({path}): {error}");
+                let decision = if guard.fail_closed {
                     GuardrailDecision::with_reason(
                         false,
                         "oap.evaluator_error",
@@ -507,9 +729,9 @@ impl GuardrailMiddleware {
                 (decision, true)
             }
         };
-        if !decision.allow && self.mode != Mode::Enforce {
+        if !decision.allow && guard.mode != Mode::Enforce {
             let code = decision.reasons.first().map_or("oap.denied", |r| r.code.as_str());
-            match self.mode {
+            match guard.mode {
                 Mode::Warn => tracing::warn!(
                     "Guardrail would deny (warn mode; the call runs): tool={} policy={} code={}",
                     tool_name,
@@ -520,8 +742,8 @@ impl GuardrailMiddleware {
                     "Guardrail would deny (observe mode; the call runs): tool={tool_name} code={code}"
                 ),
             }
-            self.record(request, &decision, AuditAction::WouldDenyToolCall, provider_error);
-            return Ok((shadowed(decision, self.mode), provider_error));
+            self.record(guard, request, &decision, AuditAction::WouldDenyToolCall, provider_error);
+            return Ok((shadowed(decision, guard.mode), provider_error));
         }
         if !decision.allow {
             if !provider_error {
@@ -532,15 +754,16 @@ impl GuardrailMiddleware {
                     decision.reasons.first().map_or("unknown", |r| r.code.as_str())
                 );
             }
-            self.record(request, &decision, AuditAction::DenyToolCall, provider_error);
+            self.record(guard, request, &decision, AuditAction::DenyToolCall, provider_error);
         } else if provider_error {
-            self.record(request, &decision, AuditAction::AllowToolCallAfterProviderError, true);
+            self.record(guard, request, &decision, AuditAction::AllowToolCallAfterProviderError, true);
         }
         Ok((decision, provider_error))
     }
 
     fn record<'r>(
         &self,
+        guard: &Guard,
         request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
         decision: &GuardrailDecision,
         action: AuditAction,
@@ -552,9 +775,9 @@ impl GuardrailMiddleware {
             action,
             request: &request,
             decision,
-            fail_closed: self.fail_closed,
+            fail_closed: guard.fail_closed,
             provider_error,
-            provider: &self.audit_provider,
+            provider: &guard.audit_provider,
         };
         if let Err(error) = sink.record_call(&record) {
             tracing::warn!("Failed to record middleware:guardrail event: {error}");
@@ -562,13 +785,11 @@ impl GuardrailMiddleware {
     }
 }
 
-/// Whether the provider decided from the borrowed view, or needs the
-/// owned request (built, its arguments still to be moved in). It lives on
-/// the stack for one call: boxing the request would add an allocation.
-#[allow(clippy::large_enum_variant)]
+/// Whether a provider decided from the borrowed view, or needs the owned
+/// request (built, its arguments still to be moved in).
 enum Asked {
-    Decided(Option<ToolMessage>),
-    Not(GuardrailRequest),
+    Decided(Result<(GuardrailDecision, bool), ToolCallError>),
+    Not(Box<GuardrailRequest>),
 }
 
 impl ToolCallMiddleware for GuardrailMiddleware {

@@ -1,6 +1,8 @@
 //! Tool-call middleware: the shape every layer around a tool call has, and
-//! a chain that composes them (first = outermost).
+//! a chain that composes them (first = outermost); the guardrail middleware
+//! and its guards (a provider each, asked in order).
 
+mod guard;
 mod guardrail;
 mod layer;
 
@@ -8,6 +10,8 @@ use std::error::Error;
 use std::future::Future;
 use std::sync::Arc;
 
+pub use crate::decision_log::ChainStep;
+pub use guard::{glob, Guard, GuardKind, ToolSelector};
 pub use guardrail::{denied_message, shadowed, GuardrailMiddleware, ToEvaluate, Verdict};
 pub use layer::{GuardrailLayer, GuardrailService};
 

@@ -85,6 +85,9 @@ class Guardrail:
     def check(
         self, tool_call: dict[str, Any], context: Any = None, asynchronous: bool = False
     ) -> tuple[str, str, str] | None: ...
+    def filter_tools(self, tools: list[str], context: dict[str, Any] | None = None) -> list[str]: ...
+    @property
+    def guards(self) -> list[tuple[str, str, str]]: ...
 
 @final
 class Provider:

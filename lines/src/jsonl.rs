@@ -2,13 +2,13 @@
 //! error tool message that answers a line that is not one.
 //!
 //! ```
-//! let call = guardhost::jsonl::parse_line(1, br#"{"name": "bash", "args": {"command": "ls"}, "id": "c1"}"#).unwrap();
+//! let call = guardhost_lines::jsonl::parse_line(1, br#"{"name": "bash", "args": {"command": "ls"}, "id": "c1"}"#).unwrap();
 //! assert_eq!(call.tool_call.name.as_deref(), Some("bash"));
-//! let error = guardhost::jsonl::parse_line(2, b"{").unwrap_err();
+//! let error = guardhost_lines::jsonl::parse_line(2, b"{").unwrap_err();
 //! assert!(error.content.starts_with("guardhost: line 2: invalid JSON"));
 //! // A key twice anywhere in a call is refused, naming where: an executor
 //! // that keeps the first value would run something else than was decided.
-//! let error = guardhost::jsonl::parse_line(3, br#"{"name": "bash", "args": {"command": "sudo rm -rf /", "command": "ls"}}"#).unwrap_err();
+//! let error = guardhost_lines::jsonl::parse_line(3, br#"{"name": "bash", "args": {"command": "sudo rm -rf /", "command": "ls"}}"#).unwrap_err();
 //! assert!(error.content.starts_with("guardhost: line 3: duplicate key `args.command`"), "{}", error.content);
 //! ```
 
@@ -16,7 +16,7 @@ use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
-use crate::request::{ToolCall, ToolCallRequest, ToolMessage, ToolStatus};
+use guardhost::request::{ToolCall, ToolCallRequest, ToolMessage, ToolStatus};
 
 /// A tool call's `name` or `id` as DeerFlow reads it with `str(...)`: a
 /// string as it is, `null` as `None`, a number or boolean as Python
@@ -185,7 +185,7 @@ fn parse_general(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessa
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(args)) => args,
         Some(other) => {
-            let problem = format!("`args` must be a mapping, found {}", crate::json::json_type(&other));
+            let problem = format!("`args` must be a mapping, found {}", guardhost::json::json_type(&other));
             return Err(invalid(&object, problem));
         }
     };
@@ -209,7 +209,7 @@ fn parse_general(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMessa
             tracing::warn!(
                 line = number,
                 "the context is {}, not a mapping: read as empty, as DeerFlow does",
-                crate::json::json_type(&other)
+                guardhost::json::json_type(&other)
             );
             Some(Map::new())
         }
@@ -597,8 +597,8 @@ pub fn unambiguous_id_and_name(bytes: &[u8]) -> (Option<String>, Option<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::middleware::denied_message;
-    use crate::request::GuardrailDecision;
+    use guardhost::middleware::denied_message;
+    use guardhost::request::GuardrailDecision;
 
     fn denied(line: &str) -> ToolMessage {
         let call = parse_line(1, line.as_bytes()).unwrap();

@@ -7,11 +7,11 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::middleware::{denied_message, GuardrailMiddleware};
-use crate::request::{
+use guardhost::middleware::{denied_message, GuardrailMiddleware};
+use guardhost::request::{
     GuardrailDecision, GuardrailReason, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
 };
-use crate::{Interrupt, ToolCallError};
+use guardhost::{Interrupt, ToolCallError};
 
 /// How each call is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

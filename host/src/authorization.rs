@@ -1,0 +1,206 @@
+//! DeerFlow's authorization layer on guardhost's providers: the adapter
+//! that asks an authorization provider about a tool call
+//! (`GuardrailAuthorizationAdapter`), and the tool filter that hides the
+//! tools a caller may never use before the model sees them
+//! (`filter_tools_by_authorization`).
+//!
+//! An authorization provider is a provider like any other (built in, a
+//! library, a provider process): it is asked about one call with the
+//! request's `user_role` set to the caller's role (`default_role` when the
+//! context has none), the tool as its target, and no passport. The
+//! built-in one is DeerFlow's RBAC (`guardhost-rbac`).
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::middleware::{Guard, ToolCallError};
+use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use crate::request::{
+    CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Timestamp, ToolCallRequest,
+};
+
+/// The name DeerFlow's adapter has, which audit events and logs use.
+pub const ADAPTER_NAME: &str = "authorization";
+
+/// Presents an authorization provider as the guard asked before the
+/// guardrails (DeerFlow's `GuardrailAuthorizationAdapter`).
+pub struct AuthorizationAdapter {
+    inner: Arc<dyn GuardrailProvider>,
+    default_role: String,
+    infrastructure: HashSet<String>,
+}
+
+impl std::fmt::Debug for AuthorizationAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorizationAdapter")
+            .field("provider", &self.inner.name())
+            .field("default_role", &self.default_role)
+            .field("infrastructure", &self.infrastructure)
+            .finish()
+    }
+}
+
+impl AuthorizationAdapter {
+    /// Asks `inner`, giving callers without a role `default_role`, and
+    /// letting the `infrastructure` tools through unasked.
+    pub fn new(
+        inner: Arc<dyn GuardrailProvider>,
+        default_role: impl Into<String>,
+        infrastructure: impl IntoIterator<Item = String>,
+    ) -> Self {
+        AuthorizationAdapter {
+            inner,
+            default_role: default_role.into(),
+            infrastructure: infrastructure.into_iter().collect(),
+        }
+    }
+
+    /// The authorization provider asked.
+    pub fn inner(&self) -> &Arc<dyn GuardrailProvider> {
+        &self.inner
+    }
+
+    /// DeerFlow's answer for a framework tool made from an already
+    /// authorized set.
+    fn infrastructure(&self, tool: &str) -> Option<GuardrailDecision> {
+        self.infrastructure.contains(tool).then(|| GuardrailDecision {
+            allow: true,
+            reasons: vec![GuardrailReason::new("authz.infrastructure_tool", "")],
+            policy_id: Some("authz:infrastructure".into()),
+            metadata: Map::new(),
+        })
+    }
+
+    /// `call` with the caller's role: its own, or `default_role` when it
+    /// has none or an empty one (an unknown role is kept).
+    fn with_role<'a>(&'a self, call: &CallView<'a>) -> CallView<'a> {
+        let mut call = call.clone();
+        if call.attribution.user_role.as_deref().is_none_or(str::is_empty) {
+            call.attribution.user_role = Some(Cow::Borrowed(self.default_role.as_str()));
+        }
+        call
+    }
+
+    /// [`Self::with_role`] for an owned request; `None` when it has one.
+    fn request_with_role(&self, request: &GuardrailRequest) -> Option<GuardrailRequest> {
+        request
+            .user_role
+            .as_deref()
+            .is_none_or(str::is_empty)
+            .then(|| GuardrailRequest { user_role: Some(self.default_role.clone()), ..request.clone() })
+    }
+}
+
+impl GuardrailProvider for AuthorizationAdapter {
+    fn name(&self) -> &str {
+        ADAPTER_NAME
+    }
+
+    fn evaluate(&self, request: &GuardrailRequest) -> Evaluation {
+        if let Some(decision) = self.infrastructure(&request.tool_name) {
+            return Ok(decision);
+        }
+        match self.request_with_role(request) {
+            Some(request) => self.inner.evaluate(&request),
+            None => self.inner.evaluate(request),
+        }
+    }
+
+    fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
+        Box::pin(async move {
+            if let Some(decision) = self.infrastructure(&request.tool_name) {
+                return Ok(decision);
+            }
+            match self.request_with_role(request) {
+                Some(request) => self.inner.aevaluate(&request).await,
+                None => self.inner.aevaluate(request).await,
+            }
+        })
+    }
+
+    fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
+        if let Some(decision) = self.infrastructure(call.tool_name) {
+            return Some(Ok(decision));
+        }
+        let call = self.with_role(call);
+        Some(self.inner.evaluate_view(&call).unwrap_or_else(|| self.inner.evaluate(&call.to_request())))
+    }
+
+    fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
+        Some(Box::pin(async move {
+            if let Some(decision) = self.infrastructure(call.tool_name) {
+                return Ok(decision);
+            }
+            let call = self.with_role(call);
+            // Bound, so that the provider's future is gone before `call`.
+            let evaluation = match self.inner.aevaluate_view(&call) {
+                Some(evaluation) => evaluation.await,
+                None => self.inner.aevaluate(&call.to_request()).await,
+            };
+            evaluation
+        }))
+    }
+}
+
+/// Why a tool list could not be filtered.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FilterError {
+    /// The runtime context is unusable (`authz_attributes` not a mapping).
+    #[error(transparent)]
+    Call(#[from] ToolCallError),
+    /// A tool name is empty (DeerFlow's RBAC refuses one).
+    #[error("candidates[{index}] must be a non-empty string, got ''")]
+    EmptyName {
+        /// Its place in the list, from 0.
+        index: usize,
+    },
+}
+
+/// The tools of `tools` the authorization `guard` lets the caller of
+/// `context` use, in their order (duplicates kept): DeerFlow's layer 1,
+/// asked before the model sees the tools. Each tool is asked about as a
+/// call without arguments, so the answer is what the guard would say of
+/// any call of it. When the provider fails on any tool, the guard's
+/// `fail_closed` decides for the whole list, as in DeerFlow: no tool, or
+/// every tool.
+pub fn filter_tools(
+    guard: &Guard,
+    context: Option<&Map<String, Value>>,
+    tools: &[&str],
+) -> Result<Vec<String>, FilterError> {
+    if let Some(index) = tools.iter().position(|t| t.is_empty()) {
+        return Err(FilterError::EmptyName { index });
+    }
+    let now = Timestamp::now();
+    let empty = Map::new();
+    let mut allowed = Vec::with_capacity(tools.len());
+    let mut call = ToolCallRequest { context: context.cloned(), ..ToolCallRequest::default() };
+    for tool in tools {
+        call.tool_call.name = Some((*tool).to_owned());
+        let view =
+            CallView::new(&call, &empty, guard.passport(), now.as_str()).map_err(ToolCallError::from)?;
+        let evaluation = guard
+            .provider()
+            .evaluate_view(&view)
+            .unwrap_or_else(|| guard.provider().evaluate(&view.to_request()));
+        match evaluation {
+            Ok(decision) if decision.allow => allowed.push((*tool).to_owned()),
+            Ok(_) => {}
+            Err(ProviderFailure::Interrupt(interrupt)) => {
+                return Err(ToolCallError::Interrupt(interrupt).into())
+            }
+            Err(error) => {
+                tracing::error!(provider = %guard.provider().name(), tool = %tool, "Authorization provider failed while filtering tools: {error}");
+                return Ok(match guard.fail_closed() {
+                    true => Vec::new(),
+                    false => tools.iter().map(|t| (*t).to_owned()).collect(),
+                });
+            }
+        }
+    }
+    Ok(allowed)
+}
