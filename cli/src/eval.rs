@@ -83,6 +83,14 @@ pub fn run(args: EvalArgs) -> Result<ExitCode, CliError> {
             );
             Ok(ExitCode::from(3))
         }
+        Err(ToolCallError::ApprovalRequired { ask, decision, .. }) => {
+            outln!("{}", json!({"allow": false, "decision": decision, "ask": ask, "message": null}))?;
+            eprintln!(
+                "guardhost: entry '{}' holds the call for a human's approval; to decide it approved, give the same call again with --context '{{\"approval\": {{\"approved\": true, \"approved_by\": ..., \"entry\": ..., \"digest\": ..., \"deadline\": ...}}}}' (the ask's fields)",
+                ask.entry
+            );
+            Ok(ExitCode::from(1))
+        }
         Err(error) => Err(CliError::Usage(error.to_string())),
     }
 }

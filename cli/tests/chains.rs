@@ -1,9 +1,10 @@
 //! `guardhost check`, `eval` and `run` on a config with DeerFlow's
 //! `authorization:` section and a `guardrails.providers` chain.
 
-use std::process::{Command, Output};
+mod support;
 
-use guardhost_test_support::{library, write};
+use support::cli::guardhost;
+use support::{library, write};
 
 fn config(dir: &std::path::Path) -> std::path::PathBuf {
     let yaml = format!(
@@ -31,25 +32,11 @@ guardrails:
     write(dir, "config.yaml", &yaml)
 }
 
-fn guardhost(args: &[&str], stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_guardhost"))
-        .args(args)
-        .env("GUARDHOST_LOG", "error")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
-}
-
 #[test]
 fn check_lists_every_entry_and_probes_each() {
     let dir = tempfile::tempdir().unwrap();
     let path = config(dir.path());
-    let out = guardhost(&["check", "--config", path.to_str().unwrap()], "");
+    let out = guardhost(&["check", "--config", path.to_str().unwrap()], None);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("provider:         allowlist"), "{text}");
@@ -83,7 +70,7 @@ fn run_answers_each_call_with_the_entry_that_decided() {
     ];
     let out = guardhost(
         &["run", "--output", "decisions", "--config", path.to_str().unwrap()],
-        &(calls.join("\n") + "\n"),
+        Some((calls.join("\n") + "\n").as_bytes()),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     let answers: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();

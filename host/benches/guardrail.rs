@@ -12,6 +12,10 @@
 //!   provider, cached and with a fresh `dlopen` of a new copy each time;
 //! - `decision_log`: masking a call's arguments for the decision log, with
 //!   patterns anchored at the top (`$.`) and matching at any depth;
+//! - `chain`: `decide` through `guardrails.providers` chains of 1, 2, 4 and
+//!   8 built-in entries (the cost per entry), entries that do not select
+//!   the tool, and the approvals provider's `ask` (digest and deadline) and
+//!   `rewrite`;
 //!
 //! The provider in a process of its own is measured by
 //! `cargo bench -p guardhost-isolation --bench isolation`.
@@ -227,5 +231,50 @@ fn decision_log(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision, middleware, request, loading, decision_log);
+fn chain(c: &mut Criterion) {
+    let install = |entries: &str| {
+        let yaml = format!("guardrails:\n  enabled: true\n  providers:\n{entries}");
+        let config = guardhost::LoadedConfig::from_yaml(
+            &yaml,
+            Path::new("/").into(),
+            guardhost::ConfigOrigin::Embedded,
+            |_| None,
+        )
+        .unwrap();
+        guardhost::install(&config).unwrap().unwrap().middleware
+    };
+    let allowlist = "    - use: builtin:AllowlistProvider\n      config: {denied_tools: [bash]}\n";
+    let read = call("read_file", json!({"path": "/mnt/user-data/workspace/README.md"}));
+    let mut group = c.benchmark_group("chain");
+    for entries in [1, 2, 4, 8] {
+        let middleware = install(&allowlist.repeat(entries));
+        group.bench_function(format!("decide, allow, {entries} allowlist entries"), |b| {
+            b.iter(|| black_box(middleware.decide(black_box(&read)).unwrap()))
+        });
+    }
+    let skipped = install(&format!(
+        "{allowlist}{}",
+        "    - use: builtin:AllowlistProvider\n      tools: [bash]\n".repeat(3)
+    ));
+    group.bench_function("decide, allow, 1 entry + 3 that do not select the tool", |b| {
+        b.iter(|| black_box(skipped.decide(black_box(&read)).unwrap()))
+    });
+    let approvals = install(
+        "    - use: builtin:ApprovalGuardrailProvider\n      config: {ask: [bash], set: {web_fetch: {max_bytes: 1000}}}\n",
+    );
+    let bash = call("bash", json!({"command": "make deploy"}));
+    group.bench_function("decide, ask (digest and deadline computed)", |b| {
+        b.iter(|| black_box(approvals.decide(black_box(&bash)).unwrap()))
+    });
+    let fetch = call("web_fetch", json!({"url": "https://example.com", "max_bytes": 9000000}));
+    group.bench_function("decide, rewrite", |b| {
+        b.iter(|| black_box(approvals.decide(black_box(&fetch)).unwrap()))
+    });
+    group.bench_function("decide, allow (approvals provider, tool not listed)", |b| {
+        b.iter(|| black_box(approvals.decide(black_box(&read)).unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decision, middleware, request, loading, decision_log, chain);
 criterion_main!(benches);

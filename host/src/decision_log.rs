@@ -54,8 +54,10 @@ pub struct Entry {
     pub tool_call_id: Option<String>,
     /// The tool.
     pub tool: String,
-    /// `allow`, `deny`, `interrupt`, or `error` (the provider failed and the
-    /// decision was the caller's: a DeerFlow provider).
+    /// `allow`, `deny`, `ask` (held until a human approves it), `rewrite`
+    /// (allowed, with other arguments), `interrupt`, or `error` (the
+    /// provider failed and the decision was the caller's: a DeerFlow
+    /// provider).
     pub outcome: String,
     /// `enforce`, `warn` or `observe`.
     pub mode: String,
@@ -92,9 +94,10 @@ pub struct Entry {
 pub struct ChainStep {
     /// The guard's name.
     pub entry: String,
-    /// `allow`, `deny`, `would_deny` (a denial in `warn` or `observe`
-    /// mode), `error_allow` (its provider failed, and it fails open) or
-    /// `error_deny` (failed, and it fails closed).
+    /// `allow`, `deny`, `ask`, `rewrite`, `approved` (its ask was
+    /// approved), `would_deny` / `would_ask` / `would_rewrite` (in `warn`
+    /// or `observe` mode), `error_allow` (its provider failed, and it fails
+    /// open) or `error_deny` (failed, and it fails closed).
     pub outcome: String,
     /// The first reason's code.
     pub code: String,
@@ -226,7 +229,7 @@ impl DecisionLog {
         let owned = |text: &Option<Cow<'_, str>>| text.as_deref().map(str::to_owned);
         let (outcome, decision, provider_error) = match decided {
             Decided::Decision(decision, provider_error) => {
-                (if decision.allow { "allow" } else { "deny" }, Some(decision), provider_error)
+                (crate::outcome::outcome_of(decision), Some(decision), provider_error)
             }
             Decided::Interrupt => ("interrupt", None, false),
             Decided::ProviderError => ("error", None, true),

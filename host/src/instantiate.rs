@@ -20,10 +20,11 @@ use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, UseTarget};
 
 /// The providers built into the host, by symbol.
-fn builtins() -> [(&'static str, &'static ProviderDescriptor); 2] {
+fn builtins() -> [(&'static str, &'static ProviderDescriptor); 3] {
     [
         ("AllowlistProvider", &guardhost_allowlist::AllowlistProvider),
         ("RbacAuthorizationProvider", &guardhost_rbac::RbacAuthorizationProvider),
+        ("ApprovalGuardrailProvider", &guardhost_approvals::ApprovalGuardrailProvider),
     ]
 }
 

@@ -61,6 +61,8 @@
 //! - [`provider`]: the host's provider trait and the ABI adapter;
 //! - [`middleware`]: `GuardrailMiddleware` and its guards (the providers
 //!   of a chain, asked in order), the middleware chain and the tower layer;
+//! - [`outcome`]: more than allow or deny: `ask` (approval bound to the
+//!   call's digest) and `rewrite` (the arguments to run instead);
 //! - [`authorization`]: DeerFlow's `authorization:` layer, the guard asked
 //!   first, and the tool filter before the model sees the tools;
 //! - [`timeout`]: per-call timeouts (`provider.timeout_ms`), over [`reply`]
@@ -100,6 +102,7 @@ pub mod launch;
 pub mod load_error;
 pub mod loader;
 pub mod middleware;
+pub mod outcome;
 pub mod paths;
 mod pe;
 pub mod permissions;
@@ -132,6 +135,7 @@ pub use middleware::{
     GuardrailService, MiddlewareChain, SyncHandler, ToEvaluate, ToolCallError, ToolCallMiddleware,
     ToolResult, ToolSelector, Verdict,
 };
+pub use outcome::{rewritten_args, Approval, Ask, OUTCOME_KEY};
 pub use provider::{block_on, AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
 pub use reload::{ReloadError, Reloader};
 pub use request::{

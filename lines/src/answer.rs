@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use guardhost::middleware::{denied_message, GuardrailMiddleware};
+use guardhost::outcome::{outcome_of, rewritten_args, OUTCOME_KEY};
 use guardhost::request::{
     GuardrailDecision, GuardrailReason, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
 };
@@ -17,11 +18,13 @@ use guardhost::{Interrupt, ToolCallError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OutputFormat {
     /// One tool message a line (what the agent would read), or
-    /// {"type": "interrupt", ...}.
+    /// {"type": "interrupt", ...}, or {"type": "ask", ...} for a call held
+    /// for approval.
     #[default]
     Messages,
-    /// One decision object a line: `line`, `outcome` (allow, deny, error,
-    /// interrupt), every reason, policy_id, metadata, and the tool message.
+    /// One decision object a line: `line`, `outcome` (allow, deny, ask,
+    /// rewrite, error, interrupt), every reason, policy_id, metadata, and
+    /// the tool message.
     Decisions,
 }
 
@@ -94,6 +97,10 @@ pub struct Counts {
     pub failed_open: u64,
     /// Interrupts raised by the provider.
     pub interrupts: u64,
+    /// Calls held for a human's approval (`ask`; not in `denied`).
+    pub held: u64,
+    /// Of `allowed`: calls whose arguments a provider rewrote.
+    pub rewritten: u64,
 }
 
 impl Counts {
@@ -109,7 +116,15 @@ impl Counts {
                     self.failed_closed += 1;
                 }
             }
-            Handled::Decided { decision: Some(decision), .. } if !decision.allow => self.denied += 1,
+            Handled::Decided { decision: Some(decision), .. } => match outcome_of(decision) {
+                "ask" => self.held += 1,
+                "rewrite" => {
+                    self.allowed += 1;
+                    self.rewritten += 1;
+                }
+                "deny" => self.denied += 1,
+                _ => self.allowed += 1,
+            },
             Handled::Decided { .. } => self.allowed += 1,
             Handled::Malformed { .. } | Handled::Failed { .. } => self.errors += 1,
             Handled::Interrupted { .. } => self.interrupts += 1,
@@ -120,7 +135,8 @@ impl Counts {
 impl Counts {
     /// The stderr summary: `guardhost run: N lines: A allowed, D denied,
     /// E errors, P provider errors (C failed closed, O failed open)`, then
-    /// `, I interrupts` if any. The provider errors are always counted, so a
+    /// `, I interrupts`, `, H held for approval` and `, R rewritten` if
+    /// any. The provider errors are always counted, so a
     /// run whose every call failed in the provider never looks clean.
     pub fn summary(&self) -> String {
         let mut summary = format!(
@@ -139,6 +155,12 @@ impl Counts {
         }
         if self.interrupts > 0 {
             summary.push_str(&format!(", {} interrupts", self.interrupts));
+        }
+        if self.held > 0 {
+            summary.push_str(&format!(", {} held for approval", self.held));
+        }
+        if self.rewritten > 0 {
+            summary.push_str(&format!(", {} rewritten", self.rewritten));
         }
         summary
     }
@@ -190,10 +212,10 @@ pub fn handled(
     let ToolCall { id, name, .. } = &call.tool_call;
     match decided {
         Ok((decision, provider_error)) => {
-            let message = if decision.allow {
-                dry_run(&call.tool_call)
-            } else {
-                denied_message(&call.tool_call, &decision)
+            let message = match (decision.allow, rewritten_args(&decision)) {
+                (true, Some(args)) => dry_run(&ToolCall { args: args.clone(), ..call.tool_call.clone() }),
+                (true, None) => dry_run(&call.tool_call),
+                (false, _) => denied_message(&call.tool_call, &decision),
             };
             let ToolCall { id, name, .. } = call.tool_call;
             Handled::Decided { id, name, decision: Some(decision), provider_error, message }
@@ -232,12 +254,26 @@ fn failed_message(number: u64, error: &ToolCallError, id: Option<&str>, name: Op
 
 // ---------------------------------------------------------------- messages
 
-/// `--output messages`: a tool message, or `{"type": "interrupt", ...}`.
+/// `--output messages`: a tool message, or `{"type": "interrupt", ...}`,
+/// or `{"type": "ask", ...}`.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum MessageLine<'a> {
     Message(&'a ToolMessage),
     Interrupt(InterruptLine<'a>),
+    Ask(AskLine<'a>),
+}
+
+/// `{"type": "ask", ...}`: the line, the call, why, and the ask to approve.
+#[derive(Debug, Serialize)]
+struct AskLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    line: u64,
+    tool_call_id: Option<&'a str>,
+    name: Option<&'a str>,
+    reasons: &'a [GuardrailReason],
+    ask: &'a Value,
 }
 
 /// `{"type": "interrupt", ...}`: the line, the call, and what the provider said.
@@ -262,6 +298,13 @@ pub enum Outcome {
     Allow,
     /// The call is denied (by the policy, or by `fail_closed`).
     Deny,
+    /// The call waits for a human's approval (`metadata["guardhost.outcome"].ask`
+    /// says which, and who may give it): resume it with the approval in
+    /// its context.
+    Ask,
+    /// The call may run, with the arguments in
+    /// `metadata["guardhost.outcome"].rewrite.tool_input`.
+    Rewrite,
     /// No decision: a malformed call, one the middleware could not take.
     Error,
     /// The provider raised an interrupt.
@@ -340,6 +383,16 @@ pub fn write(
 fn write_message(out: &mut impl std::io::Write, number: u64, handled: &Handled) -> serde_json::Result<()> {
     let failed;
     let line = match handled {
+        Handled::Decided { id, name, decision: Some(decision), .. } if outcome_of(decision) == "ask" => {
+            MessageLine::Ask(AskLine {
+                kind: "ask",
+                line: number,
+                tool_call_id: id.as_deref(),
+                name: name.as_deref(),
+                reasons: &decision.reasons,
+                ask: &decision.metadata[OUTCOME_KEY]["ask"],
+            })
+        }
         Handled::Decided { message, .. } | Handled::Malformed { message, .. } => {
             MessageLine::Message(message)
         }
@@ -399,7 +452,12 @@ fn write_decision(out: &mut impl std::io::Write, number: u64, handled: &Handled)
                     provider_error: false,
                 },
             };
-            line.outcome = if fields.allow { Outcome::Allow } else { Outcome::Deny };
+            line.outcome = match decision.as_ref().map_or("allow", outcome_of) {
+                "ask" => Outcome::Ask,
+                "rewrite" => Outcome::Rewrite,
+                "deny" => Outcome::Deny,
+                _ => Outcome::Allow,
+            };
             line.decision = Some(fields);
             line.message = Some(message);
         }

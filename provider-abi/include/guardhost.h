@@ -109,7 +109,12 @@ typedef struct guardhost_descriptor {
      *      freed by the host with `free_buffer` (NULL allowed for errors).
      *      On GUARDHOST_OK, a decision: {"allow": bool, "reasons":
      *      [{"code": str, "message": str}], "policy_id": str|null,
-     *      "metadata": object}; only "allow" is required.
+     *      "metadata": object}; only "allow" is required. To hold the call
+     *      for a human's approval, or to run it with other arguments, deny
+     *      it and put {"ask": {"approvers": [str], "timeout_s": 1..86400}}
+     *      or {"rewrite": {"tool_input": object}} under the metadata key
+     *      "guardhost.outcome" (keys starting with "guardhost." are the
+     *      host's).
      * threads: called from many threads at once on the same provider; it
      *      must be thread-safe. It should not block for long: a slow
      *      provider needs `provider.timeout_ms`.

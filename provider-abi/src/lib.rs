@@ -107,6 +107,7 @@ mod descriptor;
 mod error;
 mod keys;
 mod object;
+mod pattern;
 mod provider;
 mod types;
 
@@ -117,8 +118,9 @@ pub use descriptor::{
 pub use error::{ErrorKind, ProviderError};
 pub use keys::config_keys;
 pub use object::{EvalResult, ProviderBox, ProviderObject, ProviderObject_TO};
+pub use pattern::glob;
 pub use provider::{deserialize_config, Provider};
-pub use types::{Decision, Reason, Request};
+pub use types::{Decision, Reason, Request, OUTCOME_KEY};
 
 /// Re-exports for the export macro and for hosts; not part of the author API.
 #[doc(hidden)]

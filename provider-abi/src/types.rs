@@ -207,8 +207,12 @@ impl Decision {
         self
     }
 
-    /// Sets the metadata object.
-    pub fn with_metadata(mut self, metadata: serde_json::Map<String, serde_json::Value>) -> Self {
+    /// Sets the metadata object (an `ask` or `rewrite` outcome already set
+    /// is kept).
+    pub fn with_metadata(mut self, mut metadata: serde_json::Map<String, serde_json::Value>) -> Self {
+        if let Some(outcome) = self.metadata_map().remove(OUTCOME_KEY) {
+            metadata.insert(OUTCOME_KEY.to_owned(), outcome);
+        }
         self.metadata_json = if metadata.is_empty() {
             RString::new()
         } else {
@@ -216,4 +220,61 @@ impl Decision {
         };
         self
     }
+
+    /// A human must approve this exact call before it runs (a guardhost
+    /// extension). `approvers` names who may approve (empty: anyone the
+    /// runtime lets approve), `timeout_s` how long the approval may take
+    /// (1 to 86,400 seconds); past it, the call is denied.
+    ///
+    /// The host binds the approval to the call: it computes the call's
+    /// digest and deadline, and runs the call only when the runtime resumes
+    /// it with an approval of that digest. The decision denies (`allow` is
+    /// false): a host that knows nothing of approvals refuses the call.
+    /// Add a reason to say why approval is needed.
+    ///
+    /// ```
+    /// use guardhost_abi::Decision;
+    /// let decision = Decision::ask(["admin"], 600).with_reason("ops.needs_approval", "bash runs commands");
+    /// assert!(!decision.allow);
+    /// ```
+    pub fn ask<S: Into<String>>(approvers: impl IntoIterator<Item = S>, timeout_s: u32) -> Self {
+        let approvers: Vec<String> = approvers.into_iter().map(Into::into).collect();
+        Decision::deny()
+            .with_outcome(serde_json::json!({"ask": {"approvers": approvers, "timeout_s": timeout_s}}))
+    }
+
+    /// Run the call with `tool_input` instead of its arguments (a guardhost
+    /// extension): the next provider of a chain sees them, and the tool
+    /// runs with them.
+    ///
+    /// The decision denies (`allow` is false) so that a host that cannot
+    /// rewrite refuses the call rather than run the arguments this
+    /// provider replaced; a host that can rewrite allows it.
+    ///
+    /// ```
+    /// use guardhost_abi::Decision;
+    /// let mut args = serde_json::Map::new();
+    /// args.insert("timeout".into(), 30.into());
+    /// let decision = Decision::rewrite(args).with_reason("ops.timeout_capped", "at most 30 s");
+    /// assert!(!decision.allow);
+    /// ```
+    pub fn rewrite(tool_input: serde_json::Map<String, serde_json::Value>) -> Self {
+        Decision::deny().with_outcome(serde_json::json!({"rewrite": {"tool_input": tool_input}}))
+    }
+
+    fn metadata_map(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::from_str(self.metadata_json.as_str()).unwrap_or_default()
+    }
+
+    fn with_outcome(mut self, outcome: serde_json::Value) -> Self {
+        let mut metadata = self.metadata_map();
+        metadata.insert(OUTCOME_KEY.to_owned(), outcome);
+        self.metadata_json = RString::from(serde_json::Value::Object(metadata).to_string());
+        self
+    }
 }
+
+/// The decision-metadata key that holds an outcome beyond allow or deny
+/// ([`Decision::ask`], [`Decision::rewrite`]). Metadata keys starting with
+/// `guardhost.` are reserved to the host and this crate.
+pub const OUTCOME_KEY: &str = "guardhost.outcome";

@@ -41,6 +41,39 @@ create_exception!(
     "A provider's control-flow signal (LangGraph's interrupt): never a decision. `.message` and `.payload` hold what the provider said."
 );
 
+create_exception!(
+    guardhost,
+    ApprovalRequired,
+    GuardhostError,
+    "A guard holds the call for a human's approval (`ask`): it did not run. `.tool`, `.reasons` (a list of `(code, message)`) and `.ask` (a dict: `entry`, `digest`, `deadline`, `approvers`) say what to approve; decide the call again with `{\"approved\": True, \"approved_by\": ..., **ask}` as `approval` in its context."
+);
+
+/// `ApprovalRequired` for a call held by `ask`.
+pub(crate) fn approval_required(
+    py: Python<'_>,
+    tool: &str,
+    ask: &guardhost::Ask,
+    decision: &guardhost::GuardrailDecision,
+) -> PyErr {
+    let message = match decision.reasons.first() {
+        Some(reason) => {
+            format!("tool '{tool}' must be approved before it runs ({}): {}", reason.code, reason.message)
+        }
+        None => format!("tool '{tool}' must be approved before it runs"),
+    };
+    let error = ApprovalRequired::new_err(message);
+    let value = error.value(py);
+    let _ = value.setattr("tool", tool);
+    let reasons: Vec<(String, String)> =
+        decision.reasons.iter().map(|r| (r.code.clone(), r.message.clone())).collect();
+    let _ = value.setattr("reasons", reasons);
+    if let Ok(ask) = serde_json::to_value(ask).map_err(|_| ()).and_then(|v| to_python(py, &v).map_err(|_| ()))
+    {
+        let _ = value.setattr("ask", ask);
+    }
+    error
+}
+
 pub(crate) fn config_error(error: HostConfigError) -> PyErr {
     ConfigError::new_err(error.to_string())
 }
@@ -65,6 +98,9 @@ pub(crate) fn tool_call_error(py: Python<'_>, error: ToolCallError) -> PyErr {
     match error {
         ToolCallError::Interrupt(interrupt) => interrupt_error(py, interrupt.message, &interrupt.payload),
         ToolCallError::InvalidRequest(error) => RequestError::new_err(error.to_string()),
+        ToolCallError::ApprovalRequired { tool, ask, decision } => {
+            approval_required(py, &tool, &ask, &decision)
+        }
         other => GuardhostError::new_err(other.to_string()),
     }
 }

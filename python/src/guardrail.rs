@@ -17,8 +17,9 @@ use serde_json::{Map, Value};
 
 use crate::convert::dict_to_map;
 use crate::decision::Decision;
-use crate::errors::{build_error, config_error, tool_call_error, RequestError};
+use crate::errors::{approval_required, build_error, config_error, tool_call_error, RequestError};
 use crate::instantiate::{absolute_base, info_dict, instantiate, may_block};
+use crate::to_py::to_python;
 
 /// A guardrail installed from a `guardrails:` section, exactly as the
 /// `guardhost` command installs it.
@@ -194,7 +195,10 @@ impl Guardrail {
 
     /// The fast path of the LangChain middleware: decides a LangChain tool
     /// call (a dict with `name`, `args`, `id`) in a runtime `context`;
-    /// `None` when it may run, else the denial's `(content, tool_call_id, name)`.
+    /// `None` when it may run as it is, a dict (the arguments to run it
+    /// with) when a guard rewrote it, else the denial's `(content,
+    /// tool_call_id, name)`. A call held for approval raises
+    /// `ApprovalRequired`.
     #[pyo3(signature = (tool_call, context=None, asynchronous=false))]
     fn check(
         &self,
@@ -202,14 +206,24 @@ impl Guardrail {
         tool_call: &Bound<'_, PyAny>,
         context: Option<&Bound<'_, PyAny>>,
         asynchronous: bool,
-    ) -> PyResult<Option<(String, String, String)>> {
+    ) -> PyResult<Option<PyObject>> {
         let tool_call = tool_call_from(tool_call)?;
         let call = ToolCallRequest { tool_call, context: context_from(context)? };
         let (decision, _) = self.decided(py, &call, asynchronous)?;
-        Ok((!decision.allow).then(|| {
-            let m = denied_message(&call.tool_call, &decision);
-            (m.content, m.tool_call_id, m.name.unwrap_or_default())
-        }))
+        if decision.allow {
+            return match guardhost::rewritten_args(&decision) {
+                None => Ok(None),
+                Some(args) => Ok(Some(to_python(py, &serde_json::Value::Object(args.clone()))?.unbind())),
+            };
+        }
+        if let Some(ask) = guardhost::Ask::of(&decision) {
+            let tool = call.tool_call.name.as_deref().unwrap_or_default();
+            return Err(approval_required(py, tool, &ask, &decision));
+        }
+        let m = denied_message(&call.tool_call, &decision);
+        Ok(Some(
+            (m.content, m.tool_call_id, m.name.unwrap_or_default()).into_pyobject(py)?.into_any().unbind(),
+        ))
     }
 
     /// The tools of `tools` (names) the caller of `context` may use, in

@@ -38,7 +38,9 @@ mod to_py;
 use pyo3::prelude::*;
 
 use crate::decision::{Decision, Reason};
-use crate::errors::{BuildError, ConfigError, GuardhostError, Interrupt, ProviderError, RequestError};
+use crate::errors::{
+    ApprovalRequired, BuildError, ConfigError, GuardhostError, Interrupt, ProviderError, RequestError,
+};
 use crate::guardrail::Guardrail;
 use crate::instantiate::SERVER_ENV;
 use crate::kit::conformance_json;
@@ -58,6 +60,7 @@ fn _guardhost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ProviderError", py.get_type::<ProviderError>())?;
     m.add("RequestError", py.get_type::<RequestError>())?;
     m.add("Interrupt", py.get_type::<Interrupt>())?;
+    m.add("ApprovalRequired", py.get_type::<ApprovalRequired>())?;
     m.add_class::<Guardrail>()?;
     m.add_class::<Provider>()?;
     m.add_class::<Decision>()?;

@@ -13,6 +13,7 @@
 //! - [`source`]: where each request's guardrail comes from (fixed, or
 //!   reloaded);
 //! - [`service`]: the routes;
+//! - [`pending`]: calls held for a human's approval, until resumed;
 //! - [`metrics`]: what `/metrics` says;
 //! - [`mod@serve`]: the accept loop, its limits and the graceful shutdown.
 //!
@@ -60,6 +61,7 @@
 
 pub mod metrics;
 pub mod options;
+pub mod pending;
 pub mod serve;
 pub mod service;
 pub mod source;

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use guardhost::{Guardrail, Isolation, ProviderFailure, ProviderInfo, ProviderSource, ToolCallRequest};
+use guardhost::{
+    outcome, Approval, Ask, Guardrail, Isolation, ProviderFailure, ProviderInfo, ProviderSource,
+    ToolCallRequest,
+};
 use guardhost_lines::answer::{self, Handled, OutputFormat};
 use guardhost_lines::jsonl::parse_line;
 use http_body_util::{BodyExt, Full, Limited};
@@ -17,6 +20,7 @@ use tokio::sync::Semaphore;
 
 use crate::metrics::{Decided, Metrics};
 use crate::options::Options;
+use crate::pending::Pending;
 use crate::source::Source;
 
 /// What every connection shares.
@@ -28,6 +32,8 @@ pub struct Service {
     draining: Arc<AtomicBool>,
     /// Places on the threads that decide for providers whose calls block.
     deciders: Arc<Semaphore>,
+    /// Calls held for approval, by id.
+    pending: Arc<Pending>,
 }
 
 /// Calls of providers that block (in-process libraries without
@@ -113,9 +119,21 @@ fn json(status: StatusCode, body: Vec<u8>) -> Reply {
     reply
 }
 
-/// The routes, for the metrics' `route` label (unknown paths are one).
-const ROUTES: [&str; 7] =
-    ["/v1/decide", "/v1/decide/batch", "/v1/filter", "/healthz", "/readyz", "/metrics", "/openapi.json"];
+/// The routes, for the metrics' `route` label (unknown paths are one;
+/// `/v1/pending/{id}` is `/v1/pending`).
+const ROUTES: [&str; 8] = [
+    "/v1/decide",
+    "/v1/decide/batch",
+    "/v1/filter",
+    "/v1/pending",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+];
+
+/// Where a held call is resumed: this and its id.
+const PENDING_PREFIX: &str = "/v1/pending/";
 
 impl Service {
     /// A service deciding with `source`'s guardrail.
@@ -126,6 +144,7 @@ impl Service {
             metrics,
             draining: Arc::new(AtomicBool::new(false)),
             deciders: Arc::new(Semaphore::new(DECISION_THREADS)),
+            pending: Arc::new(Pending::default()),
         }
     }
 
@@ -157,7 +176,11 @@ impl Service {
 
     /// Answers one request.
     pub async fn handle(&self, request: Request<Incoming>) -> Reply {
-        let route = ROUTES.iter().find(|&&r| r == request.uri().path()).copied().unwrap_or("other");
+        let path = request.uri().path();
+        let route = match path.starts_with(PENDING_PREFIX) {
+            true => "/v1/pending",
+            false => ROUTES.iter().find(|&&r| r == path).copied().unwrap_or("other"),
+        };
         let reply = self.route(request).await;
         self.metrics.answered(route, reply.status().as_u16());
         reply
@@ -202,13 +225,26 @@ impl Service {
                 Ok(body) => self.filter(&body).await,
                 Err(refusal) => refusal.reply(),
             },
+            (Method::POST, path) if path.starts_with(PENDING_PREFIX) => {
+                let id = path[PENDING_PREFIX.len()..].to_owned();
+                match self.body(request).await {
+                    Ok(body) => self.resume(&id, &body).await,
+                    Err(refusal) => refusal.reply(),
+                }
+            }
+            (_, path) if path.starts_with(PENDING_PREFIX) => Refusal::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("{path} takes POST with the approval; see /openapi.json"),
+            )
+            .reply(),
             (_, path) if ROUTES.contains(&path) => {
                 Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("{path} does not take this method; see /openapi.json")).reply()
             }
             (_, path) => Refusal::new(
                 StatusCode::NOT_FOUND,
                 "not_found",
-                format!("no route {path}: POST /v1/decide, /v1/decide/batch or /v1/filter; GET /healthz, /readyz, /metrics, /openapi.json"),
+                format!("no route {path}: POST /v1/decide, /v1/decide/batch, /v1/filter or /v1/pending/{{id}}; GET /healthz, /readyz, /metrics, /openapi.json"),
             )
             .reply(),
         }
@@ -296,19 +332,31 @@ impl Service {
     /// Decides call `number` (its place in a batch, 1 alone) and writes its
     /// document into `out`; whether it was a usable call.
     async fn decide(&self, number: u64, bytes: &[u8], out: &mut Vec<u8>) -> bool {
+        let call = parse_line(number, bytes).map_err(|message| {
+            let (id, name) = answer::readable_id_and_name(bytes);
+            Handled::Malformed { id, name, message }
+        });
+        self.decide_parsed(number, call, out).await
+    }
+
+    /// [`Self::decide`] for a parsed call (or the answer to a malformed one).
+    async fn decide_parsed(
+        &self,
+        number: u64,
+        call: Result<ToolCallRequest, Handled>,
+        out: &mut Vec<u8>,
+    ) -> bool {
         let guardrail = self.source.current();
         let middleware = guardrail.as_deref().map(|g| &g.middleware);
         let started = Instant::now();
         let mut timed_out = false;
-        let handled = match parse_line(number, bytes) {
+        let mut pending = None;
+        let handled = match call {
             Ok(call) => match guardrail.as_deref() {
-                Some(guardrail) => self.decide_call(guardrail, call, &mut timed_out).await,
+                Some(guardrail) => self.decide_call(guardrail, call, &mut timed_out, &mut pending).await,
                 None => answer::adecide(middleware, call).await,
             },
-            Err(message) => {
-                let (id, name) = answer::readable_id_and_name(bytes);
-                Handled::Malformed { id, name, message }
-            }
+            Err(malformed) => malformed,
         };
         let took = started.elapsed();
         let provider = guardrail.as_deref().map_or("none", |g| g.info.name.as_str());
@@ -319,7 +367,12 @@ impl Service {
                 // `mode: warn` or `observe` (the host's, or a provider's own).
                 let would_deny =
                     decision.as_ref().is_some_and(|d| d.allow && d.metadata.contains_key("would_deny"));
-                (if allow { "allow" } else { "deny" }, code, *provider_error, would_deny, true)
+                let outcome = match decision {
+                    Some(decision) => outcome::outcome_of(decision),
+                    None if allow => "allow",
+                    None => "deny",
+                };
+                (outcome, code, *provider_error, would_deny, true)
             }
             Handled::Interrupted { .. } => ("interrupt", "", false, false, true),
             Handled::Malformed { .. } | Handled::Failed { .. } => ("error", "", false, false, false),
@@ -334,7 +387,11 @@ impl Service {
             took,
         });
         // Writing a document of strings and JSON values cannot fail.
+        let start = out.len();
         let _ = answer::write(out, OutputFormat::Decisions, number, &handled);
+        if let Some(id) = pending {
+            with_pending(out, start, &id);
+        }
         usable
     }
 
@@ -347,6 +404,7 @@ impl Service {
         guardrail: &Guardrail,
         call: ToolCallRequest,
         timed_out: &mut bool,
+        pending: &mut Option<String>,
     ) -> Handled {
         let middleware = &guardrail.middleware;
         let limit = self.options.decision_timeout;
@@ -403,7 +461,68 @@ impl Service {
                 decided
             }
         };
+        if let Ok((decision, _)) = &decided {
+            if let Some(ask) = Ask::of(decision) {
+                *pending = self.pending.hold(call.clone(), ask);
+                if pending.is_none() {
+                    tracing::warn!(
+                        "{} calls are held for approval already: this one gets no pending id",
+                        crate::pending::MAX_PENDING
+                    );
+                }
+            }
+        }
         answer::handled(call, Some(decided))
+    }
+
+    /// `POST /v1/pending/{id}`: the approver's answer to the call held
+    /// under `id`, which is decided again with that approval in its
+    /// context, and answered as `/v1/decide` would.
+    async fn resume(&self, id: &str, body: &[u8]) -> Reply {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Answer {
+            approved: bool,
+            #[serde(default)]
+            approved_by: Option<String>,
+        }
+        let Ok(Answer { approved, approved_by }) = serde_json::from_slice::<Answer>(body) else {
+            return Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "bad_approval",
+                "an approval is {\"approved\": true|false, \"approved_by\": \"who\"} (approved_by optional \
+                 unless the ask names approvers)",
+            )
+            .reply();
+        };
+        let Some((mut call, ask)) = self.pending.take(id) else {
+            return Refusal::new(
+                StatusCode::NOT_FOUND,
+                "unknown_pending",
+                format!(
+                    "no call is held under {id}: it was resumed already, its deadline passed, or another \
+                     server (or this one before a restart) held it; decide the call again"
+                ),
+            )
+            .reply();
+        };
+        let approval =
+            Approval { approved, entry: ask.entry, digest: ask.digest, deadline: ask.deadline, approved_by };
+        let approval = serde_json::to_value(approval).unwrap_or_default();
+        let context = call.context.get_or_insert_with(Default::default);
+        // Approvals given before (of other entries of a chain) stay.
+        let approvals = match context.remove("approval") {
+            Some(serde_json::Value::Array(mut given)) => {
+                given.push(approval);
+                serde_json::Value::Array(given)
+            }
+            Some(given) if !given.is_null() => serde_json::Value::Array(vec![given, approval]),
+            _ => approval,
+        };
+        context.insert("approval".into(), approvals);
+        let mut out = Vec::with_capacity(512);
+        let usable = self.decide_parsed(1, Ok(call), &mut out).await;
+        json(if usable { StatusCode::OK } else { StatusCode::BAD_REQUEST }, out)
     }
 
     async fn decide_one(&self, body: &[u8]) -> Reply {
@@ -496,6 +615,16 @@ impl Service {
             .reply(),
         }
     }
+}
+
+/// Adds `"pending": {"id": ..., "resume": "/v1/pending/<id>"}` to the
+/// decision document written at `out[start..]`.
+fn with_pending(out: &mut Vec<u8>, start: usize, id: &str) {
+    let Ok(serde_json::Value::Object(mut document)) = serde_json::from_slice(&out[start..]) else { return };
+    document
+        .insert("pending".into(), serde_json::json!({"id": id, "resume": format!("{PENDING_PREFIX}{id}")}));
+    out.truncate(start);
+    let _ = serde_json::to_writer(&mut *out, &document);
 }
 
 fn bad_batch(error: &serde_json::Error) -> Reply {

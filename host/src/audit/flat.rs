@@ -42,6 +42,9 @@ pub(super) fn put_record(bytes: &mut Vec<u8>, record: &AuditRecord<'_>, number: 
         AuditAction::DenyToolCall => 0,
         AuditAction::AllowToolCallAfterProviderError => 1,
         AuditAction::WouldDenyToolCall => 2,
+        AuditAction::AskToolCall => 3,
+        AuditAction::ApprovedToolCall => 4,
+        AuditAction::RewriteToolCall => 5,
     };
     let flags = u8::from(request.is_subagent)
         | u8::from(decision.allow) << 1
@@ -140,7 +143,10 @@ pub(super) fn write_json_line(batch: &mut &[u8], out: &mut impl Write) -> Result
         action: match *action {
             0 => AuditAction::DenyToolCall,
             1 => AuditAction::AllowToolCallAfterProviderError,
-            _ => AuditAction::WouldDenyToolCall,
+            2 => AuditAction::WouldDenyToolCall,
+            3 => AuditAction::AskToolCall,
+            4 => AuditAction::ApprovedToolCall,
+            _ => AuditAction::RewriteToolCall,
         },
         changes,
         time: read.string()?,

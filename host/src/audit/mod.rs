@@ -26,6 +26,12 @@ pub enum AuditAction {
     /// `mode: warn` or `observe`: the call was denied (by the provider, or
     /// fail-closed) and ran anyway.
     WouldDenyToolCall,
+    /// A provider asked for approval: the call waits for a human.
+    AskToolCall,
+    /// The call ran on a human's approval of exactly it.
+    ApprovedToolCall,
+    /// A provider rewrote the call's arguments.
+    RewriteToolCall,
 }
 
 /// The `changes` of an audit event: exactly these fields. Tool arguments,

@@ -11,10 +11,11 @@ use crate::audit::{AuditAction, AuditProvider, AuditRecord, AuditSink};
 use crate::config::Mode;
 use crate::decision_log::{ChainStep, Decided, DecisionLog};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
+use crate::outcome::{self, Ask, CallFacts, Requested, Settled, OUTCOME_KEY};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::{
-    Attribution, CallView, GuardrailDecision, GuardrailRequest, Timestamp, ToolCall, ToolCallRequest,
-    ToolMessage, ToolStatus,
+    Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Timestamp, ToolCall,
+    ToolCallRequest, ToolMessage, ToolStatus,
 };
 
 /// Evaluates every tool call against its guards before it runs.
@@ -55,41 +56,41 @@ struct Tally {
     chain: bool,
     /// The decision to report, whether its provider failed, and its guard.
     reported: Option<(GuardrailDecision, bool, usize)>,
-    /// Each guard asked (chains only).
+    /// Each guard asked (chains with a decision log only).
     steps: Vec<ChainStep>,
+    /// Whether to keep `steps`.
+    keep_steps: bool,
+    /// Whether a guard rewrote the call's arguments.
+    rewrote: bool,
 }
 
 impl Tally {
     fn new(middleware: &GuardrailMiddleware) -> Self {
-        Tally { chain: middleware.is_chain(), reported: None, steps: Vec::new() }
+        let chain = middleware.is_chain();
+        let keep_steps = chain && middleware.decision_log.is_some();
+        Tally { chain, reported: None, steps: Vec::new(), keep_steps, rewrote: false }
     }
 
     /// Takes guard `index`'s conclusion; `false` when the call is decided
-    /// (denied) and no later guard is asked. The decision reported is the
-    /// denial, else the first allow worth telling (after a provider error,
-    /// or a denial in `warn` or `observe` mode), else the last allow.
+    /// (denied, or held for approval) and no later guard is asked. The
+    /// decision reported is the denial, else the first allow worth telling
+    /// (a rewrite, an approval, after a provider error, or a denial in
+    /// `warn` or `observe` mode), else the last allow.
     fn add(
         &mut self,
         index: usize,
         guard: &Guard,
         (decision, provider_error): (GuardrailDecision, bool),
     ) -> bool {
-        let would_deny = decision.allow && decision.metadata.contains_key("would_deny");
-        if self.chain {
-            let outcome = match (decision.allow, provider_error, would_deny) {
-                (true, true, _) => "error_allow",
-                (false, true, _) => "error_deny",
-                (true, false, true) => "would_deny",
-                (true, false, false) => "allow",
-                (false, false, _) => "deny",
-            };
+        if self.keep_steps {
+            let outcome = outcome::step_outcome(&decision, provider_error);
             let code = decision.reasons.first().map_or_else(String::new, |r| r.code.clone());
             self.steps.push(ChainStep { entry: guard.name.clone(), outcome: outcome.into(), code });
         }
+        self.rewrote |= outcome::outcome_of(&decision) == "rewrite";
         let allow = decision.allow;
-        let worth_telling = |(d, error, _): &(GuardrailDecision, bool, usize)| {
-            *error || !d.allow || d.metadata.contains_key("would_deny")
-        };
+        let worth_telling =
+            |(d, error, _): &(GuardrailDecision, bool, usize)| outcome::step_outcome(d, *error) != "allow";
         if !allow || !self.reported.as_ref().is_some_and(worth_telling) {
             self.reported = Some((decision, provider_error, index));
         }
@@ -149,32 +150,63 @@ impl Verdict {
     pub fn allowed(&self) -> bool {
         self.decision.allow
     }
+
+    /// Gives `call` the arguments a guard rewrote it to, if one did.
+    pub fn rewrite(&self, call: &mut ToolCallRequest) {
+        if outcome::rewritten_args(&self.decision).is_some() {
+            call.tool_call.args = self.request.tool_input.clone();
+        }
+    }
+}
+
+/// What a call that may not run comes to: the denial's tool message, or,
+/// when a guard holds it for approval, [`ToolCallError::ApprovalRequired`].
+fn not_run(call: &ToolCallRequest, decision: GuardrailDecision) -> ToolResult {
+    match Ask::of(&decision) {
+        Some(ask) => Err(ToolCallError::ApprovalRequired {
+            tool: call.tool_call.name.clone().unwrap_or_default(),
+            ask: Box::new(ask),
+            decision: Box::new(decision),
+        }),
+        None => Ok(denied_message(&call.tool_call, &decision)),
+    }
 }
 
 /// What a denial becomes in `warn` or `observe` mode: an allow, whose one
 /// reason (`guardhost.shadow`) says what would have been denied, and whose
 /// metadata adds `mode` and `would_deny` (`code`, `message`, `policy_id`,
-/// every `reasons`), as the OAP provider's own modes do. Decisions that
+/// every `reasons`), as the OAP provider's own modes do. An `ask` becomes
+/// such an allow with `would_ask` (and the ask), a `rewrite` one with
+/// `would_rewrite` (the call runs with its own arguments). Decisions that
 /// allow, and `enforce` mode, pass unchanged.
 pub fn shadowed(decision: GuardrailDecision, mode: Mode) -> GuardrailDecision {
-    if decision.allow || mode == Mode::Enforce {
+    let kind = outcome::outcome_of(&decision);
+    if kind == "allow" || mode == Mode::Enforce {
         return decision;
     }
     let GuardrailDecision { reasons, policy_id, mut metadata, .. } = decision;
+    let extension = metadata.remove(OUTCOME_KEY);
     let (code, message) = match reasons.first() {
         Some(reason) => (reason.code.clone(), reason.message.clone()),
         None => ("oap.denied".to_owned(), "blocked by guardrail policy".to_owned()),
     };
+    let mut would =
+        serde_json::json!({"code": code, "message": message, "policy_id": policy_id, "reasons": reasons});
+    let (key, what) = match kind {
+        "ask" => {
+            would["ask"] = extension.and_then(|mut e| e.get_mut("ask").map(Value::take)).unwrap_or_default();
+            ("would_ask", "asked for approval")
+        }
+        "rewrite" => ("would_rewrite", "rewritten the arguments"),
+        _ => ("would_deny", "denied"),
+    };
     metadata.insert("mode".into(), serde_json::Value::from(mode.as_str()));
-    metadata.insert(
-        "would_deny".into(),
-        serde_json::json!({"code": code, "message": message, "policy_id": policy_id, "reasons": reasons}),
-    );
+    metadata.insert(key.into(), would);
     GuardrailDecision {
         allow: true,
         reasons: vec![crate::GuardrailReason::new(
             "guardhost.shadow",
-            format!("{mode} mode: would have denied ({code}): {message}"),
+            format!("{mode} mode: would have {what} ({code}): {message}"),
         )],
         policy_id,
         metadata,
@@ -209,6 +241,8 @@ pub fn denied_message(call: &ToolCall, decision: &GuardrailDecision) -> ToolMess
 enum Args<'a> {
     Lent(&'a mut Map<String, Value>),
     Borrowed(&'a Map<String, Value>),
+    /// Borrowed, then rewritten by a guard.
+    Owned(Map<String, Value>),
 }
 
 impl Args<'_> {
@@ -216,6 +250,7 @@ impl Args<'_> {
         match self {
             Args::Lent(args) => args,
             Args::Borrowed(args) => args,
+            Args::Owned(args) => args,
         }
     }
 
@@ -223,12 +258,26 @@ impl Args<'_> {
         match self {
             Args::Lent(args) => std::mem::take(*args),
             Args::Borrowed(args) => (*args).clone(),
+            Args::Owned(args) => std::mem::take(args),
         }
     }
 
     fn give_back(&mut self, args: Map<String, Value>) {
-        if let Args::Lent(lent) = self {
-            **lent = args;
+        match self {
+            Args::Lent(lent) => **lent = args,
+            Args::Owned(owned) => *owned = args,
+            Args::Borrowed(_) => {}
+        }
+    }
+
+    /// Takes the arguments a guard's decision rewrote the call to, if it
+    /// did: later guards see them, and the tool runs with them.
+    fn follow(&mut self, concluded: &Result<(GuardrailDecision, bool), ToolCallError>) {
+        let Ok((decision, _)) = concluded else { return };
+        let Some(rewritten) = outcome::rewritten_args(decision) else { return };
+        match self {
+            Args::Lent(lent) => **lent = rewritten.clone(),
+            other => *other = Args::Owned(rewritten.clone()),
         }
     }
 }
@@ -428,7 +477,7 @@ impl GuardrailMiddleware {
         let (decision, ..) = decided?;
         match decision.allow {
             true => handler(call),
-            false => Ok(denied_message(&call.tool_call, &decision)),
+            false => not_run(&call, decision),
         }
     }
 
@@ -442,7 +491,7 @@ impl GuardrailMiddleware {
         let (decision, ..) = decided?;
         match decision.allow {
             true => handler(call).await,
-            false => Ok(denied_message(&call.tool_call, &decision)),
+            false => not_run(&call, decision),
         }
     }
 
@@ -484,21 +533,23 @@ impl GuardrailMiddleware {
     {
         let started = self.started();
         let now = Timestamp::now();
-        let args = &call.tool_call.args;
+        let mut args = Args::Borrowed(&call.tool_call.args);
         let this = Call::new(call, now.as_str())?;
         let mut tally = Tally::new(self);
         for (index, guard) in self.selected(this.tool_name()) {
-            let request = Arc::new(this.view(guard, args).to_request());
+            let request = Arc::new(this.view(guard, args.get()).to_request());
             let to_evaluate =
                 ToEvaluate { provider: Arc::clone(&guard.provider), request: Arc::clone(&request) };
             let evaluation = evaluate(to_evaluate).await;
+            let facts = CallFacts::of_request(&request);
             let concluded =
-                self.conclude(guard, &request.tool_name, evaluation, "async", || Cow::Borrowed(&*request));
-            if !self.tally(&mut tally, index, guard, concluded, &this, args, started)? {
+                self.conclude(guard, &this, facts, evaluation, "async", || Cow::Borrowed(&*request));
+            args.follow(&concluded);
+            if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
                 break;
             }
         }
-        let (decision, provider_error, _) = self.finish(tally, &this, args, started);
+        let (decision, provider_error, _) = self.finish(tally, &this, args.get(), started);
         Ok((decision, provider_error))
     }
 
@@ -521,7 +572,9 @@ impl GuardrailMiddleware {
             let asked = {
                 let view = this.view(guard, args.get());
                 match guard.provider.evaluate_view(&view) {
-                    Some(evaluation) => Asked::Decided(self.conclude_view(guard, &view, evaluation, "sync")),
+                    Some(evaluation) => {
+                        Asked::Decided(self.conclude_view(guard, &this, &view, evaluation, "sync"))
+                    }
                     None => Asked::Not(Box::new(view.to_request_with(Map::new()))),
                 }
             };
@@ -530,12 +583,14 @@ impl GuardrailMiddleware {
                 Asked::Not(mut request) => {
                     request.tool_input = args.take();
                     let evaluation = guard.provider.evaluate(&request);
-                    let concluded = self
-                        .conclude(guard, &request.tool_name, evaluation, "sync", || Cow::Borrowed(&*request));
+                    let facts = CallFacts::of_request(&request);
+                    let concluded =
+                        self.conclude(guard, &this, facts, evaluation, "sync", || Cow::Borrowed(&*request));
                     args.give_back(std::mem::take(&mut request.tool_input));
                     concluded
                 }
             };
+            args.follow(&concluded);
             if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
                 break;
             }
@@ -560,7 +615,7 @@ impl GuardrailMiddleware {
                 let asked = match guard.provider.aevaluate_view(&view) {
                     Some(evaluation) => {
                         let evaluation = evaluation.await;
-                        Asked::Decided(self.conclude_view(guard, &view, evaluation, "async"))
+                        Asked::Decided(self.conclude_view(guard, &this, &view, evaluation, "async"))
                     }
                     None => Asked::Not(Box::new(view.to_request_with(Map::new()))),
                 };
@@ -571,13 +626,14 @@ impl GuardrailMiddleware {
                 Asked::Not(mut request) => {
                     request.tool_input = args.take();
                     let evaluation = guard.provider.aevaluate(&request).await;
-                    let concluded = self.conclude(guard, &request.tool_name, evaluation, "async", || {
-                        Cow::Borrowed(&*request)
-                    });
+                    let facts = CallFacts::of_request(&request);
+                    let concluded =
+                        self.conclude(guard, &this, facts, evaluation, "async", || Cow::Borrowed(&*request));
                     args.give_back(std::mem::take(&mut request.tool_input));
                     concluded
                 }
             };
+            args.follow(&concluded);
             if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
                 break;
             }
@@ -625,12 +681,18 @@ impl GuardrailMiddleware {
         args: &Map<String, Value>,
         started: Option<Instant>,
     ) -> Concluded {
-        let Tally { chain, reported, steps } = tally;
+        let Tally { chain, reported, steps, rewrote, .. } = tally;
         let (mut decision, provider_error, by) = match reported {
             Some((decision, provider_error, index)) => (decision, provider_error, Some(index)),
             None => (unselected(this.tool_name()), false, None),
         };
         let guard = by.map(|index| &self.guards[index]);
+        if decision.allow && rewrote {
+            // The arguments the tool runs with: the last rewrite's.
+            decision
+                .metadata
+                .insert(OUTCOME_KEY.into(), serde_json::json!({"rewrite": {"tool_input": args}}));
+        }
         if let (true, Some(guard)) = (chain, guard) {
             decision.metadata.insert("decided_by".into(), Value::from(guard.name.as_str()));
         }
@@ -657,11 +719,13 @@ impl GuardrailMiddleware {
         call: ToolCallRequest,
         handler: SyncHandler<'_>,
     ) -> Result<(Verdict, ToolMessage), ToolCallError> {
+        let mut call = call;
         let verdict = self.check(&call)?;
         let message = if verdict.allowed() {
+            verdict.rewrite(&mut call);
             handler(call)?
         } else {
-            denied_message(&call.tool_call, &verdict.decision)
+            not_run(&call, verdict.decision.clone())?
         };
         Ok((verdict, message))
     }
@@ -672,11 +736,13 @@ impl GuardrailMiddleware {
         call: ToolCallRequest,
         handler: AsyncHandler,
     ) -> Result<(Verdict, ToolMessage), ToolCallError> {
+        let mut call = call;
         let verdict = self.acheck(&call).await?;
         let message = if verdict.allowed() {
+            verdict.rewrite(&mut call);
             handler(call).await?
         } else {
-            denied_message(&call.tool_call, &verdict.decision)
+            not_run(&call, verdict.decision.clone())?
         };
         Ok((verdict, message))
     }
@@ -685,80 +751,204 @@ impl GuardrailMiddleware {
     fn conclude_view(
         &self,
         guard: &Guard,
+        this: &Call<'_>,
         view: &CallView<'_>,
         evaluation: Evaluation,
         path: &str,
     ) -> Result<(GuardrailDecision, bool), ToolCallError> {
         // An audit event never holds the arguments: its request needs none.
-        self.conclude(guard, view.tool_name, evaluation, path, || {
+        self.conclude(guard, this, CallFacts::of_view(view), evaluation, path, || {
             Cow::Owned(view.to_request_with(Map::new()))
         })
     }
 
-    /// `guard`'s decision and whether its provider failed: errors per its
-    /// `fail_closed`, interrupts passed through, denials shadowed in `warn`
-    /// and `observe` mode, logging and audit. `request` gives the request
-    /// an audit event is made from, asked for only when there is a sink
-    /// and an event.
+    /// `guard`'s decision about the call `facts` describes, and whether its
+    /// provider failed: errors per its `fail_closed`, interrupts passed
+    /// through, `ask` and `rewrite` settled ([`outcome`]), denials shadowed
+    /// in `warn` and `observe` mode, logging and audit. `request` gives the
+    /// request an audit event is made from, asked for only when there is a
+    /// sink and an event.
     fn conclude<'r>(
         &self,
         guard: &Guard,
-        tool_name: &str,
+        this: &Call<'_>,
+        facts: CallFacts<'_>,
         evaluation: Evaluation,
         path: &str,
         request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
     ) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        let tool_name = facts.tool_name;
         let (decision, provider_error) = match evaluation {
-            Ok(decision) => (decision, false),
+            Ok(mut decision) => match outcome::take_requested(&mut decision) {
+                Ok(None) => (decision, false),
+                Ok(Some(requested)) => {
+                    let settled = self.settle(guard, this, &facts, decision, requested);
+                    return Ok(self.enforce(guard, tool_name, settled, request));
+                }
+                Err(problem) => self.failed(guard, tool_name, path, &problem),
+            },
             Err(ProviderFailure::Interrupt(interrupt)) => return Err(ToolCallError::Interrupt(interrupt)),
-            Err(error) => {
-                tracing::error!(provider = %guard.provider.name(), tool = %tool_name, "Guardrail provider error ({path}): {error}");
-                let decision = if guard.fail_closed {
-                    GuardrailDecision::with_reason(
-                        false,
-                        "oap.evaluator_error",
-                        "guardrail provider error (fail-closed)",
-                    )
-                } else {
-                    GuardrailDecision::with_reason(
-                        true,
-                        "oap.evaluator_error",
-                        "guardrail provider error (fail-open)",
-                    )
-                };
-                (decision, true)
-            }
+            Err(error) => self.failed(guard, tool_name, path, &error),
         };
-        if !decision.allow && guard.mode != Mode::Enforce {
+        Ok(self.enforce(guard, tool_name, (decision, provider_error), request))
+    }
+
+    /// The decision `guard`'s `fail_closed` makes when its provider failed.
+    fn failed(
+        &self,
+        guard: &Guard,
+        tool_name: &str,
+        path: &str,
+        error: &dyn std::fmt::Display,
+    ) -> (GuardrailDecision, bool) {
+        tracing::error!(provider = %guard.provider.name(), tool = %tool_name, "Guardrail provider error ({path}): {error}");
+        let decision = if guard.fail_closed {
+            GuardrailDecision::with_reason(
+                false,
+                "oap.evaluator_error",
+                "guardrail provider error (fail-closed)",
+            )
+        } else {
+            GuardrailDecision::with_reason(
+                true,
+                "oap.evaluator_error",
+                "guardrail provider error (fail-open)",
+            )
+        };
+        (decision, true)
+    }
+
+    /// What a provider's `ask` or `rewrite` comes to for this call: a
+    /// rewrite allows with the new arguments; an ask is approved by an
+    /// approval of this exact call in the context, refused by any other,
+    /// and held (not allowed, the [`Ask`] in the metadata) without one.
+    fn settle(
+        &self,
+        guard: &Guard,
+        this: &Call<'_>,
+        facts: &CallFacts<'_>,
+        mut decision: GuardrailDecision,
+        requested: Requested,
+    ) -> (GuardrailDecision, bool) {
+        let tool_name = facts.tool_name;
+        match requested {
+            Requested::Rewrite(args) => {
+                decision.allow = true;
+                if decision.reasons.is_empty() {
+                    decision.reasons.push(GuardrailReason::new(
+                        "guardhost.rewrite",
+                        format!("entry '{}' rewrote the arguments of tool '{tool_name}'", guard.name),
+                    ));
+                }
+                decision
+                    .metadata
+                    .insert(OUTCOME_KEY.into(), serde_json::json!({"rewrite": {"tool_input": args}}));
+                (decision, false)
+            }
+            Requested::Ask { approvers, timeout_s } => {
+                let settled = outcome::approvals(this.call.context.as_ref())
+                    .map(|approvals| outcome::settle(&guard.name, facts, approvers, timeout_s, &approvals));
+                let decision = match settled {
+                    Ok(Settled::Held(ask)) => {
+                        if decision.reasons.is_empty() {
+                            let by = match ask.approvers.is_empty() {
+                                true => String::new(),
+                                false => format!(" by one of {:?}", ask.approvers),
+                            };
+                            decision.reasons.push(GuardrailReason::new(
+                                "guardhost.ask",
+                                format!("tool '{tool_name}' must be approved{by} before it runs"),
+                            ));
+                        }
+                        decision.allow = false;
+                        decision.metadata.insert(OUTCOME_KEY.into(), ask.to_metadata());
+                        decision
+                    }
+                    Ok(Settled::Approved(by)) => {
+                        let message = match &by {
+                            Some(by) => format!("approved by '{by}'"),
+                            None => "approved".to_owned(),
+                        };
+                        let mut approved =
+                            outcome::with_first_reason(true, "guardhost.approved", message, decision);
+                        approved.metadata.insert("approved_by".into(), Value::from(by));
+                        approved
+                    }
+                    Ok(Settled::Refused(code, message)) => {
+                        outcome::with_first_reason(false, code, message, decision)
+                    }
+                    Err(problem) => {
+                        outcome::with_first_reason(false, "guardhost.bad_approval", problem, decision)
+                    }
+                };
+                (decision, false)
+            }
+        }
+    }
+
+    /// Logs, audits, and in `warn` or `observe` mode shadows `guard`'s
+    /// decision.
+    fn enforce<'r>(
+        &self,
+        guard: &Guard,
+        tool_name: &str,
+        (decision, provider_error): (GuardrailDecision, bool),
+        request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
+    ) -> (GuardrailDecision, bool) {
+        let kind = outcome::step_outcome(&decision, provider_error);
+        if guard.mode != Mode::Enforce && matches!(kind, "deny" | "error_deny" | "ask" | "rewrite") {
             let code = decision.reasons.first().map_or("oap.denied", |r| r.code.as_str());
+            let would = match kind {
+                "ask" => "ask for approval",
+                "rewrite" => "rewrite the arguments",
+                _ => "deny",
+            };
             match guard.mode {
                 Mode::Warn => tracing::warn!(
-                    "Guardrail would deny (warn mode; the call runs): tool={} policy={} code={}",
+                    "Guardrail would {would} (warn mode; the call runs): tool={} policy={} code={}",
                     tool_name,
                     decision.policy_id.as_deref().unwrap_or("None"),
                     code
                 ),
                 _ => tracing::debug!(
-                    "Guardrail would deny (observe mode; the call runs): tool={tool_name} code={code}"
+                    "Guardrail would {would} (observe mode; the call runs): tool={tool_name} code={code}"
                 ),
             }
-            self.record(guard, request, &decision, AuditAction::WouldDenyToolCall, provider_error);
-            return Ok((shadowed(decision, guard.mode), provider_error));
-        }
-        if !decision.allow {
-            if !provider_error {
-                tracing::warn!(
-                    "Guardrail denied: tool={} policy={} code={}",
-                    tool_name,
-                    decision.policy_id.as_deref().unwrap_or("None"),
-                    decision.reasons.first().map_or("unknown", |r| r.code.as_str())
-                );
+            if !decision.allow {
+                self.record(guard, request, &decision, AuditAction::WouldDenyToolCall, provider_error);
             }
-            self.record(guard, request, &decision, AuditAction::DenyToolCall, provider_error);
-        } else if provider_error {
-            self.record(guard, request, &decision, AuditAction::AllowToolCallAfterProviderError, true);
+            return (shadowed(decision, guard.mode), provider_error);
         }
-        Ok((decision, provider_error))
+        match kind {
+            "deny" | "error_deny" => {
+                if !provider_error {
+                    tracing::warn!(
+                        "Guardrail denied: tool={} policy={} code={}",
+                        tool_name,
+                        decision.policy_id.as_deref().unwrap_or("None"),
+                        decision.reasons.first().map_or("unknown", |r| r.code.as_str())
+                    );
+                }
+                self.record(guard, request, &decision, AuditAction::DenyToolCall, provider_error);
+            }
+            "error_allow" => {
+                self.record(guard, request, &decision, AuditAction::AllowToolCallAfterProviderError, true)
+            }
+            "ask" => {
+                tracing::info!(entry = %guard.name, "Guardrail holds the call for approval: tool={tool_name}");
+                self.record(guard, request, &decision, AuditAction::AskToolCall, false);
+            }
+            "approved" => {
+                tracing::info!(entry = %guard.name, "Guardrail approval accepted: tool={tool_name}");
+                self.record(guard, request, &decision, AuditAction::ApprovedToolCall, false);
+            }
+            "rewrite" => {
+                tracing::info!(entry = %guard.name, "Guardrail rewrote the arguments: tool={tool_name}");
+                self.record(guard, request, &decision, AuditAction::RewriteToolCall, false);
+            }
+            _ => {}
+        }
+        (decision, provider_error)
     }
 
     fn record<'r>(

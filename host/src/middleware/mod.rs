@@ -28,6 +28,18 @@ pub enum ToolCallError {
     /// The runtime context was unusable (e.g. `authz_attributes` not a mapping).
     #[error("cannot build the guardrail request: {0}")]
     InvalidRequest(#[from] RequestError),
+    /// A provider asked for approval of this call: it did not run. Resume
+    /// it with an [`crate::Approval`] of the ask in the call's context
+    /// (`approval`).
+    #[error("tool '{tool}' must be approved before it runs (entry '{}', digest {})", .ask.entry, .ask.digest)]
+    ApprovalRequired {
+        /// The tool.
+        tool: String,
+        /// What the approver sees and gives back.
+        ask: Box<crate::Ask>,
+        /// The decision that holds the call (reasons, policy, metadata).
+        decision: Box<crate::GuardrailDecision>,
+    },
     /// The tool handler itself failed.
     #[error("tool handler failed: {0}")]
     Handler(Box<dyn Error + Send + Sync>),

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._guardhost import (
+    ApprovalRequired,
     BuildError,
     ConfigError,
     Decision,
@@ -40,6 +41,7 @@ from ._guardhost import (
 )
 
 __all__ = [
+    "ApprovalRequired",
     "BuildError",
     "ConfigError",
     "ConformanceReport",
@@ -51,10 +53,30 @@ __all__ = [
     "Reason",
     "RequestError",
     "__version__",
+    "approval",
     "conformance",
     "load",
     "server_program",
 ]
+
+def approval(ask: Mapping[str, Any], approved: bool = True, approved_by: str | None = None) -> dict[str, Any]:
+    """The approval of a call held by ``ask`` (an :class:`ApprovalRequired`'s
+    ``.ask``, or the ``ask`` of the LangGraph interrupt
+    :class:`guardhost.langchain.GuardrailMiddleware` raises): what to resume
+    the run with, or to put in the call's context as ``approval``.
+
+    The approval is bound to the call the ask was about: its digest covers
+    the tool, the arguments, the thread, the user, the call's id and the
+    deadline, so it approves nothing else, and nothing after the deadline.
+    """
+    return {
+        "approved": approved,
+        "approved_by": approved_by,
+        "entry": ask["entry"],
+        "digest": ask["digest"],
+        "deadline": ask["deadline"],
+    }
+
 
 _SERVER = "guardhost-provider-server" + (".exe" if os.name == "nt" else "")
 

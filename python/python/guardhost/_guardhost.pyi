@@ -27,6 +27,13 @@ class Interrupt(GuardhostError):
     message: str
     payload: Any
 
+class ApprovalRequired(GuardhostError):
+    """A guard holds the call for a human's approval (``ask``); it did not run."""
+
+    tool: str
+    reasons: list[tuple[str, str]]
+    ask: dict[str, Any]
+
 @final
 class Reason:
     """One reason of a decision."""
@@ -84,7 +91,7 @@ class Guardrail:
     ) -> Decision: ...
     def check(
         self, tool_call: dict[str, Any], context: Any = None, asynchronous: bool = False
-    ) -> tuple[str, str, str] | None: ...
+    ) -> tuple[str, str, str] | dict[str, Any] | None: ...
     def filter_tools(self, tools: list[str], context: dict[str, Any] | None = None) -> list[str]: ...
     @property
     def guards(self) -> list[tuple[str, str, str]]: ...

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from datetime import datetime, timezone
 from typing import Any
 
 from . import server_program
@@ -188,5 +189,43 @@ class GuardhostProvider:
             return await asyncio.to_thread(self._core.evaluate, request, True)
         return self._core.evaluate(request, True)
 
+    def filter_resources(self, principal: Any, resource_type: str, candidates: list[str]) -> list[str]:
+        """DeerFlow's assembly-time filter (``AuthorizationProvider.filter_resources``):
+        the ``candidates`` the ``principal`` may use, in their order, each
+        asked about as a call without arguments. guardhost providers decide
+        tool calls: ``resource_type`` must be ``"tool"`` (any other raises
+        ``ValueError``, so that DeerFlow's ``fail_closed`` decides). A
+        provider error raises :class:`guardhost.ProviderError`, likewise."""
+        if resource_type != "tool":
+            raise ValueError(f"guardhost providers decide tool calls: resource type {resource_type!r} cannot be filtered (only 'tool')")
+        read = lambda name, default=None: getattr(principal, name, default)  # noqa: E731
+        attributes = read("attributes") or {}
+        allowed = []
+        for candidate in candidates:
+            request = _FilterRequest(
+                tool_name=candidate,
+                user_id=read("user_id"),
+                user_role=read("role"),
+                oauth_provider=read("oauth_provider"),
+                oauth_id=read("oauth_id"),
+                channel_user_id=read("channel_user_id"),
+                is_internal=bool(read("is_internal", False)),
+                authz_attributes=dict(attributes),
+            )
+            if self._core.evaluate(request).allow:
+                allowed.append(candidate)
+        return allowed
+
     def __repr__(self) -> str:
         return f"GuardhostProvider(name={self.name!r}, source={self.info['source']!r})"
+
+
+class _FilterRequest:
+    """A ``GuardrailRequest``-shaped call without arguments, for the filter."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.tool_input: dict[str, Any] = {}
+        self.agent_id = self.thread_id = self.run_id = self.tool_call_id = None
+        self.is_subagent = False
+        self.timestamp = datetime.now(timezone.utc).isoformat()
+        self.__dict__.update(fields)

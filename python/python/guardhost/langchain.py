@@ -11,6 +11,14 @@ Every tool call is decided before it runs, exactly as DeerFlow's
 ``GuardrailMiddleware`` decides it: an allowed call returns what the tool
 returns, unchanged; a denied call never runs and returns DeerFlow's error
 ``ToolMessage``, so the agent reads the reason and goes on.
+
+Beyond DeerFlow: a call a guard holds for approval (``ask``) pauses the
+graph with a LangGraph interrupt whose value says what to approve
+(``{"type": "guardhost.approval", "tool", "tool_call_id", "args",
+"reasons", "ask"}``); resume it with ``Command(resume=guardhost.approval(ask,
+approved_by=...))``. The approval is checked against the call's digest: it
+runs that call, once it is decided again, and nothing else. A call a guard
+rewrote runs with the rewritten arguments.
 """
 
 from __future__ import annotations
@@ -25,9 +33,10 @@ from langchain_core.messages import ToolMessage
 
 from langgraph.errors import GraphInterrupt
 from langgraph.types import Interrupt as LangGraphInterrupt
+from langgraph.types import interrupt
 
 from . import load
-from ._guardhost import Guardrail, Interrupt
+from ._guardhost import ApprovalRequired, Guardrail, Interrupt
 
 __all__ = ["GuardrailMiddleware"]
 
@@ -98,6 +107,54 @@ def _context(request: Any) -> Any:
     return getattr(runtime, "context", None) if runtime is not None else None
 
 
+def _ask_approval(request: Any, context: Any, held: ApprovalRequired) -> dict[str, Any]:
+    """Pauses the graph for the approval ``held`` asks for; once resumed,
+    the context to decide the call again with (the answer as its
+    ``approval``, after those given before)."""
+    tool_call = request.tool_call
+    answer = interrupt(
+        {
+            "type": "guardhost.approval",
+            "tool": held.tool,
+            "tool_call_id": tool_call.get("id"),
+            "args": tool_call.get("args"),
+            "reasons": [list(reason) for reason in held.reasons],
+            "ask": held.ask,
+        }
+    )
+    context = dict(context) if isinstance(context, dict) else {}
+    given = context.get("approval")
+    approvals = [] if given is None else list(given) if isinstance(given, list) else [given]
+    # Whatever the resume value is goes to the guard: one that is not an
+    # approval of this call is refused there, saying why.
+    context["approval"] = approvals + [answer]
+    return context
+
+
+def _tool_name(tool: Any) -> str | None:
+    name = tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def _visible(guardrail: Guardrail, request: Any) -> Any:
+    """``request`` (a ``ModelRequest``) with only the tools the config's
+    ``authorization:`` provider lets its caller use. A tool whose name
+    cannot be read is removed: the filter cannot tell what it is."""
+    tools = list(getattr(request, "tools", None) or [])
+    if not tools:
+        return request
+    names = [_tool_name(tool) for tool in tools]
+    allowed = set(guardrail.filter_tools([name for name in names if name is not None], _context(request)))
+    kept = [tool for tool, name in zip(tools, names) if name is not None and name in allowed]
+    if len(kept) == len(tools):
+        return request
+    return request.override(tools=kept)
+
+
+def _rewritten(request: Any, args: dict[str, Any]) -> Any:
+    return request.override(tool_call={**request.tool_call, "args": args})
+
+
 class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     """A LangChain ``AgentMiddleware`` that asks a guardhost provider before every tool call.
 
@@ -114,7 +171,10 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     call through.
 
     A provider's interrupt is raised as LangGraph's ``GraphInterrupt``, so
-    the graph pauses; a provider error is decided by ``fail_closed``.
+    the graph pauses; a provider error is decided by ``fail_closed``. A
+    call held for approval (``ask``) pauses the graph with LangGraph's
+    ``interrupt`` (resume with :func:`guardhost.approval`); a rewritten call
+    runs with its new arguments.
 
     The runtime context (``request.runtime.context``, when it is a dict)
     supplies the request's attribution (``thread_id``, ``user_id``,
@@ -171,19 +231,47 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             guardrail = load(config)
         self.guardrail: Guardrail | None = guardrail
         """The installed guardrail; ``None`` when the config leaves it out."""
+        self._filters = guardrail is not None and any(kind == "authorization" for _, kind, _ in guardrail.guards)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """With an ``authorization:`` section: the model is offered only the
+        tools its caller may use (DeerFlow's assembly-time filter, per model
+        call, from the runtime context); otherwise the request unchanged."""
+        if not self._filters:
+            return handler(request)
+        assert self.guardrail is not None
+        return handler(_visible(self.guardrail, request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """The async :meth:`wrap_model_call` (the filter runs in a worker
+        thread when its provider can block)."""
+        if not self._filters:
+            return await handler(request)
+        guardrail = self.guardrail
+        assert guardrail is not None
+        if guardrail.may_block:
+            return await handler(await asyncio.to_thread(_visible, guardrail, request))
+        return await handler(_visible(guardrail, request))
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Decides the call; runs ``handler`` only when it is allowed."""
         guardrail = self.guardrail
         if guardrail is None:
             return handler(request)
-        try:
-            denial = guardrail.check(request.tool_call, _context(request))
-        except Interrupt as error:
-            raise _graph_interrupt(error) from None
-        if denial is None:
+        context = _context(request)
+        while True:
+            try:
+                result = guardrail.check(request.tool_call, context)
+                break
+            except Interrupt as error:
+                raise _graph_interrupt(error) from None
+            except ApprovalRequired as held:
+                context = _ask_approval(request, context, held)
+        if result is None:
             return handler(request)
-        return _denial(denial)
+        if isinstance(result, dict):
+            return handler(_rewritten(request, result))
+        return _denial(result)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """The async :meth:`wrap_tool_call`, through the provider's ``aevaluate``;
@@ -192,13 +280,20 @@ class GuardrailMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         guardrail = self.guardrail
         if guardrail is None:
             return await handler(request)
-        try:
-            if guardrail.may_block:
-                denial = await asyncio.to_thread(guardrail.check, request.tool_call, _context(request), True)
-            else:
-                denial = guardrail.check(request.tool_call, _context(request), True)
-        except Interrupt as error:
-            raise _graph_interrupt(error) from None
-        if denial is None:
+        context = _context(request)
+        while True:
+            try:
+                if guardrail.may_block:
+                    result = await asyncio.to_thread(guardrail.check, request.tool_call, context, True)
+                else:
+                    result = guardrail.check(request.tool_call, context, True)
+                break
+            except Interrupt as error:
+                raise _graph_interrupt(error) from None
+            except ApprovalRequired as held:
+                context = _ask_approval(request, context, held)
+        if result is None:
             return await handler(request)
-        return _denial(denial)
+        if isinstance(result, dict):
+            return await handler(_rewritten(request, result))
+        return _denial(result)

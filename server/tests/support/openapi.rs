@@ -18,6 +18,8 @@ fn document() -> Value {
 /// Checks `response` to `method path` against the document.
 pub fn check(method: &str, path: &str, response: &Response) {
     let doc = document();
+    let path = template_of(&doc, path);
+    let path = path.as_str();
     let operation = doc["paths"][path][method.to_lowercase()].clone();
     assert!(operation.is_object(), "{method} {path} is not in the OpenAPI document");
     let status = response.status.to_string();
@@ -42,6 +44,25 @@ pub fn check(method: &str, path: &str, response: &Response) {
             panic!("{method} {path} {status}: {error}\nbody: {body}");
         }
     }
+}
+
+/// The document's path that `path` is an instance of: itself, or a
+/// template whose `{name}` segments stand for any one segment.
+fn template_of(doc: &Value, path: &str) -> String {
+    let paths = doc["paths"].as_object().expect("the document has paths");
+    if paths.contains_key(path) {
+        return path.to_owned();
+    }
+    let segments: Vec<&str> = path.split('/').collect();
+    paths
+        .keys()
+        .find(|template| {
+            let parts: Vec<&str> = template.split('/').collect();
+            parts.len() == segments.len()
+                && parts.iter().zip(&segments).all(|(part, segment)| part == segment || part.starts_with('{'))
+        })
+        .cloned()
+        .unwrap_or_else(|| path.to_owned())
 }
 
 fn resolve<'a>(doc: &'a Value, reference: &str) -> &'a Value {
