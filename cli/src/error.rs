@@ -38,6 +38,15 @@ pub fn stdout_error(source: std::io::Error) -> CliError {
     }
 }
 
+/// Writes a report to `path`, or to standard output without one.
+pub fn write_report(path: Option<&std::path::Path>, text: &str) -> Result<(), CliError> {
+    match path {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|source| CliError::Io { what: format!("cannot write {}", path.display()), source }),
+        None => write_stdout(format_args!("{text}")),
+    }
+}
+
 /// Writes `text` to standard output at once (see [`outln`]).
 pub fn write_stdout(text: std::fmt::Arguments<'_>) -> Result<(), CliError> {
     use std::io::Write;

@@ -30,6 +30,7 @@ mod eval;
 mod exit_guard;
 mod run;
 mod setup;
+mod test;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -87,6 +88,11 @@ enum Command {
     /// Exit 0 when no check fails, 1 when one does, 2 when the kit could not
     /// run.
     Conformance(conformance::ConformanceArgs),
+    /// Run policy tests: YAML files of calls and the outcome each must get
+    /// (allow, deny, ask, rewrite, error; optionally the reason's code, the
+    /// deciding policy, the chain entry), decided by the configured
+    /// guardrail. Exit 0 when every case passes, 1 when one fails.
+    Test(test::TestArgs),
     /// Measure what the guardrail costs per tool call: a realistic mixed
     /// stream of DeerFlow tool calls through the configured provider; p50 /
     /// p99 / max per call, calls per second, peak memory.
@@ -112,9 +118,17 @@ fn main() -> ExitCode {
     // `isolation: process` and `command:` providers start through
     // guardhost-isolation.
     guardhost_isolation::install();
+    // The Cedar provider, built in for this program (the library does not
+    // link it): `use: builtin:CedarGuardrailProvider`.
+    guardhost::register_builtin("CedarGuardrailProvider", &guardhost_cedar::CedarGuardrailProvider);
     // A benchmark logs errors only by default: a warning per denial would
     // measure the terminal, not the guardrail.
-    init_logging(if matches!(cli.command, Command::Bench(_)) { "error" } else { "warn" });
+    init_logging(match cli.command {
+        Command::Bench(_) => "error",
+        // The report says what each case got; logs would only repeat it.
+        Command::Test(_) => "off",
+        _ => "warn",
+    });
     // A provider in this process that calls `exit` must not pass for a
     // clean end (see `exit_guard`). The provider server's own end is read
     // by its host.
@@ -122,7 +136,9 @@ fn main() -> ExitCode {
         Command::Check { .. } => Some(exit_guard::arm(exit_guard::Armed::Check)),
         Command::Eval(_) => Some(exit_guard::arm(exit_guard::Armed::Eval)),
         Command::Run(_) => Some(exit_guard::arm(exit_guard::Armed::Run)),
-        Command::Conformance(_) | Command::Bench(_) => Some(exit_guard::arm(exit_guard::Armed::Other)),
+        Command::Conformance(_) | Command::Bench(_) | Command::Test(_) => {
+            Some(exit_guard::arm(exit_guard::Armed::Other))
+        }
         Command::ProviderServer | Command::Serve { .. } => None,
     };
     let result = match cli.command {
@@ -131,6 +147,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Test(args) => test::run(args),
         Command::ProviderServer => match guardhost_isolation::entry::run() {
             Ok(code) => Ok(ExitCode::from(code)),
             Err(error) => Err(CliError::Usage(error.to_string())),

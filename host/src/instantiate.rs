@@ -19,13 +19,33 @@ use crate::loader::{self, FileChecks, LibraryDescriptor};
 use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, UseTarget};
 
-/// The providers built into the host, by symbol.
-fn builtins() -> [(&'static str, &'static ProviderDescriptor); 3] {
-    [
+/// The providers built into the host, by symbol, then those a program
+/// registered ([`register_builtin`]).
+fn builtins() -> Vec<(&'static str, &'static ProviderDescriptor)> {
+    let mut all: Vec<(&'static str, &'static ProviderDescriptor)> = vec![
         ("AllowlistProvider", &guardhost_allowlist::AllowlistProvider),
         ("RbacAuthorizationProvider", &guardhost_rbac::RbacAuthorizationProvider),
         ("ApprovalGuardrailProvider", &guardhost_approvals::ApprovalGuardrailProvider),
-    ]
+    ];
+    all.extend(REGISTERED.read().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().copied());
+    all
+}
+
+/// Providers a program added to the built-ins.
+static REGISTERED: std::sync::RwLock<Vec<(&'static str, &'static ProviderDescriptor)>> =
+    std::sync::RwLock::new(Vec::new());
+
+/// Makes the provider `descriptor` (a Rust provider linked into this
+/// program, exported with `export_provider!`) available as
+/// `builtin:<symbol>`, so that a program can offer providers the library
+/// does not link (the `guardhost` command and the server register the
+/// Cedar provider). Registering a symbol again, or one of the library's
+/// own built-ins, changes nothing.
+pub fn register_builtin(symbol: &'static str, descriptor: &'static ProviderDescriptor) {
+    if builtins().iter().any(|(name, _)| *name == symbol) {
+        return;
+    }
+    REGISTERED.write().unwrap_or_else(|poisoned| poisoned.into_inner()).push((symbol, descriptor));
 }
 
 /// Resolves, loads, checks and constructs the provider of `spec`. Relative
@@ -87,7 +107,11 @@ pub fn locate_checked(use_: &str, base_dir: &Path, checks: &FileChecks) -> Resul
         UseTarget::Builtin { symbol } => {
             let found = builtins().into_iter().find(|(name, _)| *name == symbol);
             let Some((_, descriptor)) = found else {
-                let available = builtins().map(|(name, _)| format!("builtin:{name}")).join(", ");
+                let available = builtins()
+                    .iter()
+                    .map(|(name, _)| format!("builtin:{name}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 return Err(BuildError::UnknownBuiltin { value: use_.to_owned(), available });
             };
             Ok(Descriptor {
@@ -208,19 +232,31 @@ impl Descriptor {
     }
 
     /// `config` with the relative string values of [`Descriptor::path_keys`]
-    /// joined to `base_dir` (the config file's directory), so every relative
+    /// (a string, or each string of a list) joined to `base_dir` (the
+    /// config file's directory), so every relative
     /// path in a config file has that one base. Absolute paths and `~/...`
     /// are left alone.
     pub fn resolve_paths(&self, config: &Map<String, Value>, base_dir: &Path) -> Map<String, Value> {
         let path_keys = self.path_keys();
         let mut config = config.clone();
+        let join = |key: &str, path: &mut String| {
+            if !path.is_empty() && !path.starts_with('~') && Path::new(path.as_str()).is_relative() {
+                let joined = crate::paths::join_relative(base_dir, Path::new(path.as_str()));
+                tracing::debug!(key = %key, "relative path joined to {}", base_dir.display());
+                *path = joined.to_string_lossy().into_owned();
+            }
+        };
         for key in &path_keys {
-            if let Some(Value::String(path)) = config.get_mut(key) {
-                if !path.is_empty() && !path.starts_with('~') && Path::new(path.as_str()).is_relative() {
-                    let joined = crate::paths::join_relative(base_dir, Path::new(path.as_str()));
-                    tracing::debug!(key = %key, "relative path joined to {}", base_dir.display());
-                    *path = joined.to_string_lossy().into_owned();
+            match config.get_mut(key) {
+                Some(Value::String(path)) => join(key, path),
+                Some(Value::Array(paths)) => {
+                    for path in paths.iter_mut() {
+                        if let Value::String(path) = path {
+                            join(key, path);
+                        }
+                    }
                 }
+                _ => {}
             }
         }
         config

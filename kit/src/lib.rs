@@ -58,5 +58,5 @@ mod run;
 
 pub use measure::memory_kib;
 pub use options::{Caller, Options};
-pub use report::{Case, CaseId, Report, Reports, Status};
+pub use report::{xml, Case, CaseId, Report, Reports, Status};
 pub use run::{assert_conforms, cdylib, run, run_program};

@@ -313,7 +313,7 @@ impl Reports {
 /// Text made safe for XML content (or, with `attribute`, an attribute value): markup characters
 /// escaped, characters XML 1.0 cannot carry (most control characters)
 /// replaced by U+FFFD.
-fn xml(text: &str, attribute: bool) -> String {
+pub fn xml(text: &str, attribute: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

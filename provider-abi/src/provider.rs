@@ -42,8 +42,9 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// decisions are deterministic; every other part of a decision must be.
     const VOLATILE_METADATA: &'static [&'static str] = &[];
 
-    /// Config keys whose string values are file or directory paths. The
-    /// host joins a relative one to the config file's directory before
+    /// Config keys whose string values are file or directory paths (a
+    /// string, or a list of strings). The host joins a relative one to the
+    /// config file's directory before
     /// [`Provider::new`] sees it (an absolute one, or one starting with
     /// `~`, is left alone), so operators have one base for every relative
     /// path in a config file. Name only top-level keys of

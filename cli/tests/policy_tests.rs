@@ -1,0 +1,164 @@
+//! `guardhost test`: the example Cedar policy set's tests (the built-in
+//! Cedar provider), a chain of other providers, every report format, a
+//! failing case, a bad test file; and `check` on policies that do not
+//! validate.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use support::cli::{guardhost, stderr, stdout};
+use support::write;
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cedar").join(name)
+}
+
+#[test]
+fn the_example_policies_pass_their_tests_in_every_format() {
+    let tests = example("tests.yaml");
+    let out = guardhost(&["test", tests.to_str().unwrap()], None);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(
+        text.contains(
+            "  PASS  sudo is never run, even by an admin: deny (cedar.forbid, policy no-privilege)"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("17 tests: 17 passed, 0 failed\n"), "{text}");
+
+    let out = guardhost(&["test", tests.to_str().unwrap(), "--format", "json"], None);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!((json["passed"].as_u64(), json["failed"].as_u64()), (Some(17), Some(0)));
+    assert_eq!(json["files"][0]["tests"][3]["got"]["policy"], "no-dot-dot");
+
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let out = guardhost(
+        &["test", tests.to_str().unwrap(), "--format", "junit", "--output", junit.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let document = roxmltree::Document::parse(&xml).unwrap();
+    let suite = document.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
+    assert_eq!((suite.attribute("tests"), suite.attribute("failures")), (Some("17"), Some("0")));
+}
+
+#[test]
+fn a_failing_case_says_what_it_expected_and_got_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = example("config.yaml");
+    let tests = write(
+        dir.path(),
+        "tests.yaml",
+        &format!(
+            "config: {}
+tests:
+  - name: sudo passes
+    tool: bash
+    args: {{command: sudo ls}}
+    context: {{user_role: admin}}
+    expect: allow
+  - name: the web, by the wrong policy
+    tool: web_search
+    args: {{query: q}}
+    expect: allow
+    policy: agent-tools
+  - name: a read, right
+    tool: ls
+    args: {{path: /mnt/user-data/workspace}}
+    expect: allow
+",
+            config.display()
+        ),
+    );
+    let out = guardhost(&["test", tests.to_str().unwrap()], None);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("  FAIL  sudo passes: deny (cedar.forbid, policy no-privilege)\n        expected allow, got deny\n        message: sudo, su, shutdown and reboot are never run"), "{text}");
+    assert!(text.contains("  FAIL  the web, by the wrong policy: allow (cedar.permit, policy web)\n        expected policy `agent-tools`, got `web`"), "{text}");
+    assert!(text.contains("  PASS  a read, right"), "{text}");
+    assert!(text.ends_with("3 tests: 1 passed, 2 failed\n"), "{text}");
+}
+
+#[test]
+fn any_config_can_be_tested_chains_and_ask_and_rewrite_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        "guardrails:
+  enabled: true
+  providers:
+    - use: builtin:ApprovalGuardrailProvider
+      name: caps
+      config: {set: {web_fetch: {max_bytes: 1000}}}
+    - use: builtin:ApprovalGuardrailProvider
+      name: humans
+      config: {ask: [bash]}
+    - use: builtin:AllowlistProvider
+      config: {denied_tools: [update_agent]}
+",
+    );
+    let tests = write(
+        dir.path(),
+        "tests.yaml",
+        "tests:
+  - {name: commands wait for a human, tool: bash, args: {command: ls}, expect: ask, decided_by: humans}
+  - {name: fetches are capped, tool: web_fetch, args: {url: u}, expect: rewrite, code: approvals.set, decided_by: caps}
+  - {name: the agent cannot change itself, tool: update_agent, expect: deny, code: oap.tool_not_allowed, decided_by: allowlist}
+  - {name: reads pass, tool: read_file, args: {path: x}, expect: allow}
+",
+    );
+    let out = guardhost(&["test", tests.to_str().unwrap(), "--config", config.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).ends_with("4 tests: 4 passed, 0 failed\n"));
+}
+
+#[test]
+fn a_test_file_or_config_that_cannot_be_used_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_config = write(dir.path(), "a.yaml", "tests:\n  - {name: x, tool: bash, expect: deny}\n");
+    let out = guardhost(&["test", no_config.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("names no config: add `config: path/to/config.yaml` to it, or pass --config"),
+        "{}",
+        stderr(&out)
+    );
+    let bad = write(dir.path(), "b.yaml", "tests:\n  - {name: x, tool: bash, expect: maybe}\n");
+    let out = guardhost(
+        &["test", bad.to_str().unwrap(), "--config", example("config.yaml").to_str().unwrap()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is not a test file: tests[0].expect: unknown variant `maybe`"),
+        "{}",
+        stderr(&out)
+    );
+    let empty = write(dir.path(), "c.yaml", "tests: []\n");
+    let out = guardhost(&["test", empty.to_str().unwrap()], None);
+    assert!(stderr(&out).contains("has no test under `tests:`"), "{}", stderr(&out));
+}
+
+#[test]
+fn check_refuses_policies_that_do_not_validate_naming_the_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["deerflow.cedarschema", "entities.json", "config.yaml"] {
+        std::fs::copy(example(name), dir.path().join(name)).unwrap();
+    }
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    write(
+        &dir.path().join("policies"),
+        "mine.cedar",
+        "@id(\"typo\")\npermit (principal, action == Action::\"call\", resource == Tool::\"bash\")\nwhen { context.args.comand == \"ls\" };\n",
+    );
+    let out = guardhost(&["check", "--config", dir.path().join("config.yaml").to_str().unwrap()], None);
+    let error = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{error}");
+    assert!(error.contains("policies/mine.cedar:3:8: for policy `typo`, attribute `args.comand` in context for Action::\"call\" not found"), "{error}");
+}

@@ -1,0 +1,176 @@
+//! Reading the policies, the schema and the entities, and checking them:
+//! every problem is reported with its file, line and column, at
+//! construction, never on the first call.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use cedar_policy::{Entities, PolicyId, PolicySet, Schema, ValidationMode, Validator};
+use miette::Diagnostic;
+
+/// Everything a decision needs, checked.
+#[derive(Debug)]
+pub struct Compiled {
+    /// The policies, each under its id (`@id("...")`, else `FILE#N`).
+    pub policies: PolicySet,
+    /// The schema the policies were validated against, if one was given.
+    pub schema: Option<Schema>,
+    /// The entities (tool families, users and their groups ...).
+    pub entities: Entities,
+    /// Where each policy was read from, by id.
+    pub origins: HashMap<PolicyId, PathBuf>,
+}
+
+/// The `.cedar` files `paths` name: files as given, folders' `.cedar`
+/// files (at any depth), in name order.
+pub fn policy_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let before = files.len();
+            collect(path, &mut files)
+                .map_err(|e| format!("cannot read the folder {}: {e}", path.display()))?;
+            if files.len() == before {
+                return Err(format!("the folder {} holds no `.cedar` file", path.display()));
+            }
+        } else if path.is_file() {
+            files.push(path.clone());
+        } else {
+            return Err(format!("`policies` names {}, which is neither a file nor a folder", path.display()));
+        }
+    }
+    Ok(files)
+}
+
+fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    entries.sort();
+    for entry in entries {
+        if entry.is_dir() {
+            collect(&entry, files)?;
+        } else if entry.extension().is_some_and(|e| e == "cedar") {
+            files.push(entry);
+        }
+    }
+    Ok(())
+}
+
+/// `path:line:column` of byte `offset` in `text` (both from 1).
+fn at(path: &Path, text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("{}:{line}:{column}", path.display())
+}
+
+/// Each problem a diagnostic reports, located in `text` (read from `path`).
+fn located(path: &Path, text: &str, diagnostic: &dyn Diagnostic, message: &str) -> Vec<String> {
+    let labels: Vec<_> = diagnostic.labels().into_iter().flatten().collect();
+    if labels.is_empty() {
+        return vec![format!("{}: {message}", path.display())];
+    }
+    labels
+        .into_iter()
+        .map(|label| match label.label() {
+            Some(detail) => format!("{}: {message} ({detail})", at(path, text, label.offset())),
+            None => format!("{}: {message}", at(path, text, label.offset())),
+        })
+        .collect()
+}
+
+fn read(path: &Path, what: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+}
+
+/// Reads and checks everything; the error lists every problem, one a line.
+pub fn compile(
+    paths: &[PathBuf],
+    schema: Option<&Path>,
+    entities: Option<&Path>,
+) -> Result<Compiled, String> {
+    let mut problems = Vec::new();
+    let mut policies = PolicySet::new();
+    let mut origins: HashMap<PolicyId, PathBuf> = HashMap::new();
+    let mut texts: HashMap<PathBuf, String> = HashMap::new();
+    for file in policy_files(paths)? {
+        let text = read(&file, "policy file")?;
+        let parsed = match PolicySet::from_str(&text) {
+            Ok(parsed) => parsed,
+            Err(errors) => {
+                for error in errors.iter() {
+                    problems.extend(located(&file, &text, error, &error.to_string()));
+                }
+                continue;
+            }
+        };
+        if parsed.templates().next().is_some() {
+            problems.push(format!(
+                "{}: holds a template (`?principal` / `?resource`); this provider takes static policies only",
+                file.display()
+            ));
+            continue;
+        }
+        let name = file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        for (index, policy) in parsed.policies().enumerate() {
+            let id = policy.annotation("id").map_or_else(|| format!("{name}#{}", index + 1), str::to_owned);
+            let id = PolicyId::new(id);
+            if let Some(first) = origins.get(&id) {
+                problems.push(format!(
+                    "{}: policy id `{id}` is also used in {}: give each policy its own `@id`",
+                    file.display(),
+                    first.display()
+                ));
+                continue;
+            }
+            if let Err(error) = policies.add(policy.new_id(id.clone())) {
+                problems.push(format!("{}: {error}", file.display()));
+                continue;
+            }
+            origins.insert(id, file.clone());
+        }
+        texts.insert(file.clone(), text);
+    }
+    let schema = match schema {
+        None => None,
+        Some(path) => {
+            let text = read(path, "schema")?;
+            let parsed = if path.extension().is_some_and(|e| e == "json") {
+                Schema::from_json_str(&text).map_err(|e| located(path, &text, &e, &e.to_string()))
+            } else {
+                Schema::from_cedarschema_str(&text)
+                    .map(|(schema, _warnings)| schema)
+                    .map_err(|e| located(path, &text, &e, &e.to_string()))
+            };
+            match parsed {
+                Ok(schema) => Some(schema),
+                Err(found) => {
+                    problems.extend(found);
+                    None
+                }
+            }
+        }
+    };
+    if let (Some(schema), true) = (&schema, problems.is_empty()) {
+        let result = Validator::new(schema.clone()).validate(&policies, ValidationMode::Strict);
+        for error in result.validation_errors() {
+            let file = &origins[error.policy_id()];
+            problems.extend(located(file, &texts[file], error, &error.to_string()));
+        }
+    }
+    let entities = match entities {
+        None => Entities::empty(),
+        Some(path) => {
+            let text = read(path, "entities file")?;
+            Entities::from_json_str(&text, schema.as_ref()).unwrap_or_else(|e| {
+                problems.push(format!("{}: {e}", path.display()));
+                Entities::empty()
+            })
+        }
+    };
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
+    }
+    Ok(Compiled { policies, schema, entities, origins })
+}

@@ -1,0 +1,208 @@
+//! The Cedar provider on the example policy set (`examples/cedar`) and on
+//! policies written for each case: reasons, ids, errors at construction
+//! with their file, line and column, evaluation errors as provider errors,
+//! and the library through the conformance kit (a real `dlopen`).
+
+use std::path::{Path, PathBuf};
+
+use guardhost_abi::{Decision, Provider, Request};
+use guardhost_cedar::{Cedar, Config, Paths};
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cedar").join(name)
+}
+
+fn example_config() -> Config {
+    Config {
+        policies: Paths::One(example("policies")),
+        schema: Some(example("deerflow.cedarschema")),
+        entities: Some(example("entities.json")),
+        framework: None,
+    }
+}
+
+fn reasons(decision: &Decision) -> Vec<(String, String)> {
+    decision.reasons.iter().map(|r| (r.code.to_string(), r.message.to_string())).collect()
+}
+
+fn policies(dir: &Path, files: &[(&str, &str)]) -> Config {
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    Config { policies: Paths::One(dir.to_owned()), schema: None, entities: None, framework: None }
+}
+
+#[test]
+fn the_determining_policies_are_the_reasons_and_the_first_is_the_policy_id() {
+    let cedar = Cedar::new(example_config()).unwrap();
+    let sudo = Request::for_tool("bash").with_tool_input_json(r#"{"command": "sudo reboot"}"#);
+    let decision = cedar.evaluate(&sudo).unwrap();
+    assert!(!decision.allow);
+    assert_eq!(
+        reasons(&decision),
+        [("cedar.forbid".to_owned(), "sudo, su, shutdown and reboot are never run".to_owned())]
+    );
+    assert_eq!(decision.policy_id.as_ref().map(|p| p.as_str()).into_option(), Some("no-privilege"));
+
+    let read =
+        Request::for_tool("read_file").with_tool_input_json(r#"{"path": "/mnt/user-data/workspace/a"}"#);
+    let decision = cedar.evaluate(&read).unwrap();
+    assert!(decision.allow);
+    assert_eq!(
+        reasons(&decision),
+        [("cedar.permit".to_owned(), "reading inside /mnt/user-data and /mnt/skills".to_owned())]
+    );
+
+    let nothing = cedar.evaluate(&Request::for_tool("update_agent")).unwrap();
+    assert!(!nothing.allow && nothing.policy_id.is_none());
+    assert_eq!(reasons(&nothing)[0].0, "cedar.no_permit");
+    assert_eq!(reasons(&nothing)[0].1, "no policy permits tool 'update_agent' for this caller");
+}
+
+#[test]
+fn ids_come_from_the_id_annotation_else_the_file_and_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = policies(
+        dir.path(),
+        &[("a.cedar", "permit(principal, action, resource == Tool::\"x\");\n@id(\"named\") forbid(principal, action, resource == Tool::\"y\");")],
+    );
+    let cedar = Cedar::new(config).unwrap();
+    assert_eq!(cedar.policy_ids(), ["a.cedar#1", "named"]);
+    let decision = cedar.evaluate(&Request::for_tool("y")).unwrap();
+    assert_eq!(reasons(&decision), [("cedar.forbid".to_owned(), "forbidden by policy named".to_owned())]);
+    assert_eq!(cedar.evaluate(&Request::for_tool("x")).unwrap().policy_id.unwrap().as_str(), "a.cedar#1");
+}
+
+#[test]
+fn every_problem_is_found_at_construction_with_its_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let error = |files: &[(&str, &str)], schema: Option<&str>| {
+        let sub = tempfile::tempdir_in(dir.path()).unwrap();
+        let mut config = policies(sub.path(), files);
+        if let Some(schema) = schema {
+            let path = sub.path().join("s.cedarschema");
+            std::fs::write(&path, schema).unwrap();
+            config.schema = Some(path);
+        }
+        Cedar::new(config).unwrap_err().message.to_string()
+    };
+    let syntax = error(&[("p.cedar", "permit(principal, action, resource)\n  when { context.x == };")], None);
+    assert!(syntax.contains("p.cedar:2:23: unexpected token `}`"), "{syntax}");
+    let schema = "entity Tool; entity User; action \"call\" appliesTo { principal: [User], resource: [Tool], context: { tool: String } };";
+    let unknown = error(
+        &[("p.cedar", "permit(principal, action, resource)\nwhen { context.tol == \"x\" };")],
+        Some(schema),
+    );
+    assert!(unknown.contains("p.cedar:2:8:") && unknown.contains("`tol`"), "{unknown}");
+    let bad_type =
+        error(&[("p.cedar", "permit(principal, action, resource == Tol::\"bash\");")], Some(schema));
+    assert!(
+        bad_type.contains("p.cedar:1:39:") && bad_type.contains("unrecognized entity type `Tol`"),
+        "{bad_type}"
+    );
+    let bad_schema =
+        error(&[("p.cedar", "permit(principal, action, resource);")], Some("entity User in [Nope];"));
+    assert!(bad_schema.contains("s.cedarschema:1:") && bad_schema.contains("Nope"), "{bad_schema}");
+    let twice = error(
+        &[
+            ("a.cedar", "@id(\"p\") permit(principal, action, resource);"),
+            ("b.cedar", "@id(\"p\") forbid(principal, action, resource);"),
+        ],
+        None,
+    );
+    assert!(twice.contains("policy id `p` is also used in"), "{twice}");
+    let template = error(&[("t.cedar", "permit(principal == ?principal, action, resource);")], None);
+    assert!(template.contains("holds a template"), "{template}");
+    let empty = tempfile::tempdir().unwrap();
+    let none = Cedar::new(Config {
+        policies: Paths::One(empty.path().to_owned()),
+        schema: None,
+        entities: None,
+        framework: None,
+    });
+    assert!(none.unwrap_err().message.contains("holds no `.cedar` file"));
+    let missing = Cedar::new(Config {
+        policies: Paths::Many(vec![dir.path().join("nope.cedar")]),
+        schema: None,
+        entities: None,
+        framework: None,
+    });
+    assert!(missing.unwrap_err().message.contains("neither a file nor a folder"));
+}
+
+#[test]
+fn a_policy_that_cannot_be_evaluated_is_a_provider_error_never_an_allow() {
+    let dir = tempfile::tempdir().unwrap();
+    let cedar = Cedar::new(policies(
+        dir.path(),
+        &[("p.cedar", "permit(principal, action, resource);\nforbid(principal, action, resource) when { context.args.path like \"/etc/*\" };")],
+    ))
+    .unwrap();
+    // No `path` argument: the forbid cannot be evaluated, and the permit alone
+    // would allow.
+    let error = cedar.evaluate(&Request::for_tool("bash")).unwrap_err();
+    assert!(error.message.contains("could not be evaluated for tool 'bash'"), "{}", error.message);
+    assert!(error.message.contains("p.cedar#2"), "{}", error.message);
+    let explained = cedar.explain(&Request::for_tool("bash")).unwrap();
+    assert_eq!(explained.errors.len(), 1);
+    assert_eq!(explained.errors[0].0, "p.cedar#2");
+}
+
+#[test]
+fn arguments_cedar_cannot_hold_are_given_as_text_or_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let cedar = Cedar::new(policies(
+        dir.path(),
+        &[("p.cedar", "permit(principal, action, resource) when { context.args.ratio == \"0.5\" && !(context.args has gone) && context.args.n == 3 };")],
+    ))
+    .unwrap();
+    let request = Request::for_tool("t").with_tool_input_json(r#"{"ratio": 0.5, "gone": null, "n": 3}"#);
+    assert!(cedar.evaluate(&request).unwrap().allow);
+}
+
+#[test]
+fn the_attribution_is_in_the_principal_and_the_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let cedar = Cedar::new(policies(
+        dir.path(),
+        &[("p.cedar", "permit(principal == User::\"alice\", action == Action::\"call\", resource == Tool::\"t\") when { context.user_role == \"admin\" && context.tool == \"t\" && !context.is_subagent };\npermit(principal == Agent::\"anonymous\", action, resource == Tool::\"open\");")],
+    ))
+    .unwrap();
+    let mut request = Request::for_tool("t");
+    request.user_id = abi_stable::std_types::ROption::RSome("alice".into());
+    request.user_role = abi_stable::std_types::ROption::RSome("admin".into());
+    assert!(cedar.evaluate(&request).unwrap().allow);
+    request.user_role = abi_stable::std_types::ROption::RSome("user".into());
+    assert!(!cedar.evaluate(&request).unwrap().allow);
+    assert!(
+        cedar.evaluate(&Request::for_tool("open")).unwrap().allow,
+        "no user, no passport: Agent::\"anonymous\""
+    );
+}
+
+#[test]
+fn explain_names_the_policies_that_applied_and_those_that_did_not() {
+    let cedar = Cedar::new(example_config()).unwrap();
+    let request = Request::for_tool("web_fetch").with_tool_input_json(r#"{"url": "https://pastebin.com/x"}"#);
+    let explained = cedar.explain(&request).unwrap();
+    assert!(!explained.allow);
+    assert_eq!(explained.determining, ["no-pastebin"]);
+    assert!(explained.errors.is_empty());
+    assert!(explained.not_matching.contains(&"web".to_owned()), "the permit matched but a forbid determined");
+    assert!(explained.not_matching.contains(&"shell-for-developers".to_owned()));
+}
+
+#[test]
+fn the_library_passes_the_conformance_kit() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("p.cedar"),
+        "permit(principal, action, resource);\nforbid(principal, action, resource == Tool::\"bash\");",
+    )
+    .unwrap();
+    let config = serde_json::json!({"policies": dir.path()});
+    guardhost_kit::assert_conforms(
+        &format!("{}:CedarGuardrailProvider", guardhost_kit::cdylib("guardhost_cedar").display()),
+        config.as_object().unwrap(),
+    );
+}
