@@ -11,13 +11,14 @@ use guardhost_lines::answer::dry_run;
 use crate::error::CliError;
 use crate::setup::load_guardrail;
 
+/// One tool call, as `eval` and `explain` take it.
 #[derive(Debug, clap::Args)]
-pub struct EvalArgs {
+pub struct CallArgs {
     #[arg(long, value_name = "FILE", help = crate::setup::CONFIG_HELP)]
-    config: Option<PathBuf>,
+    pub config: Option<PathBuf>,
     /// The tool's name.
     #[arg(long, value_name = "NAME")]
-    tool: String,
+    pub tool: String,
     /// The tool's arguments, a JSON object.
     #[arg(long, value_name = "JSON", default_value = "{}")]
     args: String,
@@ -27,6 +28,24 @@ pub struct EvalArgs {
     /// The runtime context, a JSON object (thread_id, user_id, user_role, ...).
     #[arg(long, value_name = "JSON")]
     context: Option<String>,
+}
+
+impl CallArgs {
+    /// The call, its `--args` and `--context` read.
+    pub fn call(&self) -> Result<ToolCallRequest, CliError> {
+        let args = json_object("args", &self.args)?;
+        let context = self.context.as_deref().map(|c| json_object("context", c)).transpose()?;
+        Ok(ToolCallRequest {
+            tool_call: ToolCall { name: Some(self.tool.clone()), args, id: self.id.clone(), null_id: false },
+            context,
+        })
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    call: CallArgs,
     /// Use the async path (the provider's aevaluate) on a tokio runtime.
     #[arg(long = "async")]
     use_async: bool,
@@ -47,15 +66,10 @@ fn json_object(flag: &str, text: &str) -> Result<Map<String, Value>, CliError> {
 }
 
 pub fn run(args: EvalArgs) -> Result<ExitCode, CliError> {
-    let tool_args = json_object("args", &args.args)?;
-    let context = args.context.as_deref().map(|c| json_object("context", c)).transpose()?;
+    let call = args.call.call()?;
     let (config, guardrail) =
-        load_guardrail(args.config.as_deref(), crate::setup::required(args.require_guardrail)?)?;
+        load_guardrail(args.call.config.as_deref(), crate::setup::required(args.require_guardrail)?)?;
     crate::setup::warn_unguarded(&config);
-    let call = ToolCallRequest {
-        tool_call: ToolCall { name: Some(args.tool), args: tool_args, id: args.id, null_id: false },
-        context,
-    };
 
     let Some(guardrail) = guardrail else {
         let message = dry_run(&call.tool_call);

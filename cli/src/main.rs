@@ -28,6 +28,7 @@ mod conformance;
 mod error;
 mod eval;
 mod exit_guard;
+mod explain;
 mod run;
 mod setup;
 mod test;
@@ -88,6 +89,10 @@ enum Command {
     /// Exit 0 when no check fails, 1 when one does, 2 when the kit could not
     /// run.
     Conformance(conformance::ConformanceArgs),
+    /// For one call, what every guard (authorization, each chain entry)
+    /// made of it, in order, and for a Cedar entry which policies decided,
+    /// which could not be evaluated and which did not match.
+    Explain(explain::ExplainArgs),
     /// Run policy tests: YAML files of calls and the outcome each must get
     /// (allow, deny, ask, rewrite, error; optionally the reason's code, the
     /// deciding policy, the chain entry), decided by the configured
@@ -125,8 +130,9 @@ fn main() -> ExitCode {
     // measure the terminal, not the guardrail.
     init_logging(match cli.command {
         Command::Bench(_) => "error",
-        // The report says what each case got; logs would only repeat it.
-        Command::Test(_) => "off",
+        // The report says what each case got (each entry's answer); logs
+        // would only repeat it.
+        Command::Test(_) | Command::Explain(_) => "off",
         _ => "warn",
     });
     // A provider in this process that calls `exit` must not pass for a
@@ -135,6 +141,7 @@ fn main() -> ExitCode {
     let _armed = match cli.command {
         Command::Check { .. } => Some(exit_guard::arm(exit_guard::Armed::Check)),
         Command::Eval(_) => Some(exit_guard::arm(exit_guard::Armed::Eval)),
+        Command::Explain(_) => Some(exit_guard::arm(exit_guard::Armed::Other)),
         Command::Run(_) => Some(exit_guard::arm(exit_guard::Armed::Run)),
         Command::Conformance(_) | Command::Bench(_) | Command::Test(_) => {
             Some(exit_guard::arm(exit_guard::Armed::Other))
@@ -148,6 +155,7 @@ fn main() -> ExitCode {
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Test(args) => test::run(args),
+        Command::Explain(args) => explain::run(args),
         Command::ProviderServer => match guardhost_isolation::entry::run() {
             Ok(code) => Ok(ExitCode::from(code)),
             Err(error) => Err(CliError::Usage(error.to_string())),

@@ -162,3 +162,87 @@ fn check_refuses_policies_that_do_not_validate_naming_the_file_line_and_column()
     assert_eq!(out.status.code(), Some(2), "{error}");
     assert!(error.contains("policies/mine.cedar:3:8: for policy `typo`, attribute `args.comand` in context for Action::\"call\" not found"), "{error}");
 }
+
+#[test]
+fn explain_walks_the_chain_and_names_the_cedar_policies() {
+    let out = guardhost(
+        &[
+            "explain",
+            "--config",
+            example("config.yaml").to_str().unwrap(),
+            "--tool",
+            "bash",
+            "--args",
+            r#"{"command": "sudo ls"}"#,
+            "--context",
+            r#"{"user_role": "admin"}"#,
+        ],
+        None,
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains("  1. cedar (cedar provider, guardrail): deny (cedar.forbid: sudo, su, shutdown and reboot are never run), policy no-privilege\n"), "{text}");
+    assert!(
+        text.contains("       Cedar: a forbid matched, and a forbid wins\n       decided by: no-privilege\n"),
+        "{text}"
+    );
+    assert!(text.contains("did not match (or were not needed): agent-tools, guests-read-only,"), "{text}");
+    assert!(
+        text.ends_with(
+            "result: deny (cedar.forbid: sudo, su, shutdown and reboot are never run), policy no-privilege\n"
+        ),
+        "{text}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        &format!(
+            "guardrails:
+  enabled: true
+  providers:
+    - use: builtin:ApprovalGuardrailProvider
+      name: humans
+      config: {{ask: [bash]}}
+    - use: builtin:AllowlistProvider
+      tools: ['web_*']
+    - use: builtin:CedarGuardrailProvider
+      config: {{policies: {}}}
+",
+            example("policies").display()
+        ),
+    );
+    let out = guardhost(
+        &[
+            "explain",
+            "--config",
+            config.to_str().unwrap(),
+            "--tool",
+            "bash",
+            "--args",
+            r#"{"command": "ls"}"#,
+        ],
+        None,
+    );
+    let text = stdout(&out);
+    assert!(text.contains("  1. humans (approvals provider, guardrail): ask (approvals.ask: tool 'bash' needs a human's approval)\n"), "{text}");
+    assert!(
+        text.contains(
+            "  2. allowlist (allowlist provider, guardrail): not asked: its `tools:` leave 'bash' out\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  3. cedar (cedar provider, guardrail): not asked: an entry before it decided the call\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            "result: ask (approvals.ask: tool 'bash' needs a human's approval), decided by humans\n"
+        ),
+        "{text}"
+    );
+}

@@ -12,6 +12,8 @@
 //!   provider, cached and with a fresh `dlopen` of a new copy each time;
 //! - `decision_log`: masking a call's arguments for the decision log, with
 //!   patterns anchored at the top (`$.`) and matching at any depth;
+//! - `cedar`: the Cedar provider with 10, 100 and 1,000 generated policies
+//!   and a schema (its rows next to the OAP provider's are in `decision`);
 //! - `chain`: `decide` through `guardrails.providers` chains of 1, 2, 4 and
 //!   8 built-in entries (the cost per entry), entries that do not select
 //!   the tool, and the approvals provider's `ask` (digest and deadline) and
@@ -74,10 +76,31 @@ fn providers() -> Vec<(&'static str, Arc<dyn guardhost::GuardrailProvider>, Tool
         (
             "oap .so",
             load(&use_of("guardhost_oap", "OAPGuardrailProvider"), oap_config()).provider,
-            bash,
+            bash.clone(),
             call("bash", json!({"command": "sudo ls"})),
         ),
+        // The same calls, by a developer (the example policies give commands
+        // to developers and admins).
+        (
+            "cedar .so (example policies, schema)",
+            load(&use_of("guardhost_cedar", "CedarGuardrailProvider"), cedar_config()).provider,
+            bash.with_context(object(json!({"user_role": "developer"}))),
+            call("bash", json!({"command": "sudo ls"}))
+                .with_context(object(json!({"user_role": "developer"}))),
+        ),
     ]
+}
+
+fn cedar_example(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cedar").join(name)
+}
+
+fn cedar_config() -> Map<String, Value> {
+    object(json!({
+        "policies": cedar_example("policies"),
+        "schema": cedar_example("deerflow.cedarschema"),
+        "entities": cedar_example("entities.json"),
+    }))
 }
 
 fn decision(c: &mut Criterion) {
@@ -276,5 +299,31 @@ fn chain(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision, middleware, request, loading, decision_log, chain);
+/// The Cedar provider with `n` generated policies (a permit each, for a
+/// tool of its own under a folder of its own) and the example schema: a
+/// call none of them matches is decided by evaluating every one.
+fn cedar(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cedar");
+    let read = call("read_file", json!({"path": "/mnt/user-data/workspace/README.md"}));
+    let request = GuardrailRequest::from_tool_call(&read, None).unwrap();
+    for n in [10, 100, 1000] {
+        let dir = tempfile::tempdir().unwrap();
+        let policies: String = (0..n)
+            .map(|i| {
+                format!(
+                    "permit (principal, action == Action::\"call\", resource == Tool::\"tool_{i}\")\n  when {{ context.args has path && context.args.path like \"/mnt/user-data/{i}/*\" }};\n"
+                )
+            })
+            .collect();
+        std::fs::write(dir.path().join("generated.cedar"), policies).unwrap();
+        let config = object(json!({"policies": dir.path(), "schema": cedar_example("deerflow.cedarschema")}));
+        let provider = load(&use_of("guardhost_cedar", "CedarGuardrailProvider"), config).provider;
+        group.bench_function(format!("{n} policies and the schema, none matches (deny)"), |b| {
+            b.iter(|| black_box(provider.evaluate(black_box(&request)).unwrap()))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision, middleware, request, loading, decision_log, chain, cedar);
 criterion_main!(benches);

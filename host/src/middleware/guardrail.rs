@@ -134,6 +134,55 @@ impl ToEvaluate {
     }
 }
 
+/// One guard's answer, recorded for [`GuardrailMiddleware::explain`].
+struct Answer {
+    index: usize,
+    decision: GuardrailDecision,
+    provider_error: bool,
+    request: GuardrailRequest,
+}
+
+/// What the guards made of one call ([`GuardrailMiddleware::explain`]).
+#[derive(Debug, Clone)]
+pub struct Explained {
+    /// Each guard, in the order they are asked.
+    pub steps: Vec<Step>,
+    /// The decision the call got.
+    pub decision: GuardrailDecision,
+    /// Whether the reported decision's provider failed.
+    pub provider_error: bool,
+}
+
+/// One guard's part in a call's decision.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// The guard's name.
+    pub entry: String,
+    /// The section it comes from.
+    pub kind: GuardKind,
+    /// What it made of the call.
+    pub answer: StepAnswer,
+}
+
+/// What one guard made of a call.
+#[derive(Debug, Clone)]
+pub enum StepAnswer {
+    /// Its `tools:` / `except_tools:` leave the call out.
+    NotSelected,
+    /// Asked: its decision (after `fail_closed`, approvals and shadow
+    /// mode), whether its provider failed, and the request it saw.
+    Asked {
+        /// The decision.
+        decision: GuardrailDecision,
+        /// Whether its provider failed.
+        provider_error: bool,
+        /// The request it saw.
+        request: Box<GuardrailRequest>,
+    },
+    /// Not asked: a guard before it decided the call.
+    NotAsked,
+}
+
 /// What the middleware decided about one call, before any handler ran.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
@@ -562,9 +611,22 @@ impl GuardrailMiddleware {
     fn decide_sync(
         &self,
         call: &ToolCallRequest,
+        args: Args<'_>,
+        timestamp: &str,
+        started: Option<Instant>,
+    ) -> Result<Concluded, ToolCallError> {
+        self.decide_sync_recording(call, args, timestamp, started, None)
+    }
+
+    /// [`Self::decide_sync`], each guard's answer and the request it saw
+    /// pushed to `answers` when given.
+    fn decide_sync_recording(
+        &self,
+        call: &ToolCallRequest,
         mut args: Args<'_>,
         timestamp: &str,
         started: Option<Instant>,
+        mut answers: Option<&mut Vec<Answer>>,
     ) -> Result<Concluded, ToolCallError> {
         let this = Call::new(call, timestamp)?;
         let mut tally = Tally::new(self);
@@ -590,12 +652,55 @@ impl GuardrailMiddleware {
                     concluded
                 }
             };
+            if let (Some(answers), Ok((decision, provider_error))) = (answers.as_deref_mut(), &concluded) {
+                let request = this.view(guard, args.get()).to_request();
+                answers.push(Answer {
+                    index,
+                    decision: decision.clone(),
+                    provider_error: *provider_error,
+                    request,
+                });
+            }
             args.follow(&concluded);
             if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
                 break;
             }
         }
         Ok(self.finish(tally, &this, args.get(), started))
+    }
+
+    /// Decides `call` as [`Self::decide`] does, and says what each guard
+    /// made of it: not selected (its `tools:` leave the call out), asked
+    /// (its decision, and the request it saw: after the rewrites of the
+    /// guards before it), or not asked (a guard before it denied the call,
+    /// or holds it for approval).
+    pub fn explain(&self, call: &ToolCallRequest) -> Result<Explained, ToolCallError> {
+        let now = Timestamp::now();
+        let mut answers = Vec::new();
+        let args = Args::Borrowed(&call.tool_call.args);
+        let (decision, provider_error, _) =
+            self.decide_sync_recording(call, args, now.as_str(), self.started(), Some(&mut answers))?;
+        let tool = call.tool_call.name.as_deref().unwrap_or_default();
+        let mut answers = answers.into_iter().peekable();
+        let steps = self
+            .guards
+            .iter()
+            .enumerate()
+            .map(|(index, guard)| {
+                let answer = if !guard.selects(tool) {
+                    StepAnswer::NotSelected
+                } else {
+                    match answers.next_if(|a| a.index == index) {
+                        Some(Answer { decision, provider_error, request, .. }) => {
+                            StepAnswer::Asked { decision, provider_error, request: Box::new(request) }
+                        }
+                        None => StepAnswer::NotAsked,
+                    }
+                };
+                Step { entry: guard.name.clone(), kind: guard.kind, answer }
+            })
+            .collect();
+        Ok(Explained { steps, decision, provider_error })
     }
 
     /// [`Self::decide_sync`] on the async path.

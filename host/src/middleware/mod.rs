@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 pub use crate::decision_log::ChainStep;
 pub use guard::{glob, Guard, GuardKind, ToolSelector};
-pub use guardrail::{denied_message, shadowed, GuardrailMiddleware, ToEvaluate, Verdict};
+pub use guardrail::{
+    denied_message, shadowed, Explained, GuardrailMiddleware, Step, StepAnswer, ToEvaluate, Verdict,
+};
 pub use layer::{GuardrailLayer, GuardrailService};
 
 use crate::provider::{BoxFuture, Interrupt};

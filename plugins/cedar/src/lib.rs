@@ -186,8 +186,11 @@ impl Provider for Cedar {
     fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError> {
         let cedar =
             self.names.request(request, self.compiled.schema.as_ref()).map_err(ProviderError::error)?;
-        let response =
-            self.authorizer.is_authorized(&cedar, &self.compiled.policies, &self.compiled.entities);
+        let response = self.authorizer.is_authorized(
+            &cedar,
+            self.compiled.for_tool(request.tool_name()),
+            &self.compiled.entities,
+        );
         let diagnostics = response.diagnostics();
         let failed: Vec<String> = diagnostics.errors().map(ToString::to_string).collect();
         if !failed.is_empty() {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use cedar_policy::{Entities, PolicyId, PolicySet, Schema, ValidationMode, Validator};
+use cedar_policy::{Entities, PolicyId, PolicySet, ResourceConstraint, Schema, ValidationMode, Validator};
 use miette::Diagnostic;
 
 /// Everything a decision needs, checked.
@@ -20,6 +20,75 @@ pub struct Compiled {
     pub entities: Entities,
     /// Where each policy was read from, by id.
     pub origins: HashMap<PolicyId, PathBuf>,
+    /// The policies a call of a tool can match, by tool: those whose scope
+    /// names the tool (`resource == Tool::"bash"`) and every policy whose
+    /// scope names none. A call of a tool no scope names is decided by
+    /// `unscoped` alone.
+    pub by_tool: HashMap<String, PolicySet>,
+    /// The policies whose scope names no single tool.
+    pub unscoped: PolicySet,
+}
+
+impl Compiled {
+    /// The policies a call of `tool` can match (Cedar evaluates each policy
+    /// of the set it is given: a policy for another tool never matches).
+    pub fn for_tool(&self, tool: &str) -> &PolicySet {
+        self.by_tool.get(tool).unwrap_or(&self.unscoped)
+    }
+}
+
+/// `policies` sliced by the tools their scope can match
+/// ([`Compiled::by_tool`]): `resource == Tool::"x"` matches `x` only;
+/// `resource in G` (with or without `is Tool`) matches the tools the
+/// entities put in `G` (and `G` itself, when it is a tool); any other scope
+/// matches every tool.
+fn slice(
+    policies: &PolicySet,
+    entities: &Entities,
+) -> Result<(HashMap<String, PolicySet>, PolicySet), String> {
+    let is_tool = |uid: &cedar_policy::EntityUid| uid.type_name().to_string() == "Tool";
+    let tool_name = |uid: &cedar_policy::EntityUid| uid.id().unescaped().to_owned();
+    let members = |group: &cedar_policy::EntityUid| -> Vec<String> {
+        let mut tools: Vec<String> = entities
+            .iter()
+            .map(|entity| entity.uid())
+            .filter(|uid| {
+                is_tool(uid) && entities.ancestors(uid).is_some_and(|mut up| up.any(|a| a == group))
+            })
+            .map(|uid| tool_name(&uid))
+            .collect();
+        if is_tool(group) {
+            tools.push(tool_name(group));
+        }
+        tools
+    };
+    let mut unscoped = PolicySet::new();
+    let mut scoped: HashMap<String, Vec<cedar_policy::Policy>> = HashMap::new();
+    for policy in policies.policies() {
+        let tools = match policy.resource_constraint() {
+            ResourceConstraint::Eq(uid) if is_tool(&uid) => vec![tool_name(&uid)],
+            ResourceConstraint::In(group) => members(&group),
+            ResourceConstraint::IsIn(kind, group) if kind.to_string() == "Tool" => members(&group),
+            _ => {
+                unscoped.add(policy.clone()).map_err(|e| e.to_string())?;
+                continue;
+            }
+        };
+        for tool in tools {
+            scoped.entry(tool).or_default().push(policy.clone());
+        }
+    }
+    let mut by_tool = HashMap::new();
+    for (tool, own) in scoped {
+        let mut set = unscoped.clone();
+        for policy in own {
+            if set.policy(policy.id()).is_none() {
+                set.add(policy).map_err(|e| e.to_string())?;
+            }
+        }
+        by_tool.insert(tool, set);
+    }
+    Ok((by_tool, unscoped))
 }
 
 /// The `.cedar` files `paths` name: files as given, folders' `.cedar`
@@ -172,5 +241,6 @@ pub fn compile(
     if !problems.is_empty() {
         return Err(problems.join("\n"));
     }
-    Ok(Compiled { policies, schema, entities, origins })
+    let (by_tool, unscoped) = slice(&policies, &entities)?;
+    Ok(Compiled { policies, schema, entities, origins, by_tool, unscoped })
 }

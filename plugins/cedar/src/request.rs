@@ -1,7 +1,9 @@
 //! A tool call as a Cedar request: who (principal), `Action::"call"`, the
 //! tool (resource), and a context with the arguments and the attribution.
 
-use cedar_policy::{Context, EntityId, EntityTypeName, EntityUid, Request as CedarRequest, Schema};
+use cedar_policy::{
+    Context, EntityId, EntityTypeName, EntityUid, Request as CedarRequest, RestrictedExpression, Schema,
+};
 use guardhost_abi::Request;
 use serde_json::{Map, Value};
 
@@ -49,9 +51,7 @@ impl Names {
     /// The Cedar request for one tool call, typed and checked by `schema`
     /// when there is one.
     pub fn request(&self, request: &Request<'_>, schema: Option<&Schema>) -> Result<CedarRequest, String> {
-        let json = context_json(request)?;
-        let context = Context::from_json_value(json, schema.map(|s| (s, &self.call)))
-            .map_err(|e| format!("the call's context does not fit the schema: {e}"))?;
+        let context = context(request)?;
         CedarRequest::new(
             self.principal(request),
             self.call.clone(),
@@ -59,42 +59,66 @@ impl Names {
             context,
             schema,
         )
-        .map_err(|e| format!("the call does not fit the schema: {e}"))
+        .map_err(|_| not_in_schema(request))
     }
 }
 
-/// A JSON value as Cedar can hold it: a number that is not an integer
-/// becomes its text, `null` is left out (Cedar has neither).
-fn cedar_value(value: Value) -> Option<Value> {
-    match value {
-        Value::Null => None,
-        Value::Number(n) if n.as_i64().is_none() => Some(Value::String(n.to_string())),
-        Value::Array(items) => Some(Value::Array(items.into_iter().filter_map(cedar_value).collect())),
-        Value::Object(map) => Some(Value::Object(cedar_record(map))),
-        other => Some(other),
-    }
+/// Why a call the schema cannot type is refused, naming its arguments but
+/// never their values (Cedar's own message quotes the whole context).
+fn not_in_schema(request: &Request<'_>) -> String {
+    let names: Vec<String> = request
+        .tool_input::<Map<String, Value>>()
+        .map(|args| args.keys().map(|k| format!("`{k}`")).collect())
+        .unwrap_or_default();
+    format!(
+        "the call of tool '{}' does not fit the schema's context for Action::\"call\": an argument or attribute it does not declare, or a value of another type (arguments: {})",
+        request.tool_name(),
+        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+    )
 }
 
-fn cedar_record(map: Map<String, Value>) -> Map<String, Value> {
-    map.into_iter().filter_map(|(k, v)| cedar_value(v).map(|v| (k, v))).collect()
+/// A JSON value as a Cedar value: a number that is not an integer becomes
+/// its text; `null` (which Cedar has not) is `None`, left out of its
+/// record or set.
+fn cedar_value(value: Value) -> Option<RestrictedExpression> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Bool(b) => RestrictedExpression::new_bool(b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => RestrictedExpression::new_long(i),
+            None => RestrictedExpression::new_string(n.to_string()),
+        },
+        Value::String(text) => RestrictedExpression::new_string(text),
+        Value::Array(items) => RestrictedExpression::new_set(items.into_iter().filter_map(cedar_value)),
+        Value::Object(map) => return cedar_record(map).ok(),
+    })
+}
+
+fn cedar_record(map: Map<String, Value>) -> Result<RestrictedExpression, String> {
+    let pairs = map.into_iter().filter_map(|(key, value)| cedar_value(value).map(|value| (key, value)));
+    RestrictedExpression::new_record(pairs).map_err(|e| e.to_string())
 }
 
 /// The context: `tool`, `args`, `is_subagent`, `is_internal`, `time` and,
 /// when the call has them, `user_id`, `user_role`, `oauth_provider`,
 /// `oauth_id`, `channel_user_id`, `agent_id`, `thread_id`, `run_id`,
-/// `tool_call_id`, `authz` (the authorization attributes).
-pub fn context_json(request: &Request<'_>) -> Result<Value, String> {
+/// `tool_call_id`, `authz` (the authorization attributes). Built as Cedar
+/// values directly (the schema, when there is one, checks it with the
+/// request).
+pub fn context(request: &Request<'_>) -> Result<Context, String> {
     let args: Map<String, Value> =
         request.tool_input().map_err(|e| format!("the arguments are not a JSON object: {e}"))?;
     let authz: Map<String, Value> = request
         .authz_attributes()
         .map_err(|e| format!("the authorization attributes are not a JSON object: {e}"))?;
-    let mut context = Map::new();
-    context.insert("tool".into(), Value::from(request.tool_name()));
-    context.insert("args".into(), Value::Object(cedar_record(args)));
-    context.insert("is_subagent".into(), Value::from(request.is_subagent));
-    context.insert("is_internal".into(), Value::from(request.is_internal));
-    context.insert("time".into(), Value::from(request.timestamp()));
+    let text = |value: &str| RestrictedExpression::new_string(value.to_owned());
+    let mut pairs = vec![
+        ("tool".to_owned(), text(request.tool_name())),
+        ("args".to_owned(), cedar_record(args)?),
+        ("is_subagent".to_owned(), RestrictedExpression::new_bool(request.is_subagent)),
+        ("is_internal".to_owned(), RestrictedExpression::new_bool(request.is_internal)),
+        ("time".to_owned(), text(request.timestamp())),
+    ];
     for (key, value) in [
         ("user_id", request.user_id()),
         ("user_role", request.user_role()),
@@ -107,11 +131,11 @@ pub fn context_json(request: &Request<'_>) -> Result<Value, String> {
         ("tool_call_id", request.tool_call_id()),
     ] {
         if let Some(value) = value {
-            context.insert(key.into(), Value::from(value));
+            pairs.push((key.to_owned(), text(value)));
         }
     }
     if !authz.is_empty() {
-        context.insert("authz".into(), Value::Object(cedar_record(authz)));
+        pairs.push(("authz".to_owned(), cedar_record(authz)?));
     }
-    Ok(Value::Object(context))
+    Context::from_pairs(pairs).map_err(|e| e.to_string())
 }

@@ -206,3 +206,29 @@ fn the_library_passes_the_conformance_kit() {
         config.as_object().unwrap(),
     );
 }
+
+#[test]
+fn a_call_the_schema_cannot_type_is_an_error_that_quotes_no_value() {
+    let cedar = Cedar::new(example_config()).unwrap();
+    let request = Request::for_tool("read_file")
+        .with_tool_input_json(r#"{"path": "/mnt/user-data/a", "token": "s3cr3t-value"}"#);
+    let error = cedar.evaluate(&request).unwrap_err().message.to_string();
+    assert!(error.contains("does not fit the schema's context") && error.contains("`token`"), "{error}");
+    assert!(!error.contains("s3cr3t-value") && !error.contains("/mnt/user-data/a"), "{error}");
+    let wrong_type = Request::for_tool("read_file").with_tool_input_json(r#"{"path": 7}"#);
+    assert!(cedar.evaluate(&wrong_type).is_err());
+}
+
+#[test]
+fn a_policy_for_one_tool_is_never_evaluated_for_another() {
+    // The forbid for `bash` cannot be evaluated (no `path`): a call of
+    // another tool is decided without it.
+    let dir = tempfile::tempdir().unwrap();
+    let cedar = Cedar::new(policies(
+        dir.path(),
+        &[("p.cedar", "permit(principal, action, resource);\nforbid(principal, action, resource == Tool::\"bash\") when { context.args.path == \"x\" };")],
+    ))
+    .unwrap();
+    assert!(cedar.evaluate(&Request::for_tool("ls")).unwrap().allow);
+    assert!(cedar.evaluate(&Request::for_tool("bash")).is_err());
+}

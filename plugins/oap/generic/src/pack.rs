@@ -460,7 +460,8 @@ impl GenericPack {
     }
 
     /// [`GenericPack::evaluate_at`] on state kept in Redis: evaluated again
-    /// while what it read changes before its changes are made.
+    /// while what it read changes before its changes are made, after a
+    /// pause that grows with each lost race (see [`back_off`]).
     fn evaluate_shared(
         &self,
         passport: &Value,
@@ -469,7 +470,7 @@ impl GenericPack {
         redis: &RedisState,
         now: f64,
     ) -> Verdict {
-        for _ in 0..shared::ATTEMPTS {
+        for tried in 0..shared::ATTEMPTS {
             let attempt = redis.with_connection(|connection| {
                 let view = shared::RedisView::new(connection);
                 let (reason, pending) = self.decide(&self.cx(passport, fields, Some(&view), now), context);
@@ -485,7 +486,7 @@ impl GenericPack {
             });
             match attempt {
                 Ok(Some(verdict)) => return verdict,
-                Ok(None) => continue,
+                Ok(None) => back_off(tried),
                 Err(why) => return Verdict::Unavailable(why),
             }
         }
@@ -812,4 +813,17 @@ fn label(pack: &GenericPack, e: &Expr) -> String {
         Expr::Call(..) => "Required level".into(),
         _ => "Value".into(),
     }
+}
+
+/// After a lost race for the shared state: a pause of up to 50 µs × 2^n
+/// (at most 3.2 ms), its length drawn from the clock's nanoseconds, so
+/// that callers racing for the same keys spread out instead of colliding
+/// again at once (without it, a loaded machine can starve one of them
+/// through every attempt).
+fn back_off(attempt: usize) {
+    let ceiling_us = 50u64 << attempt.min(6) as u32;
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    std::thread::sleep(std::time::Duration::from_micros(jitter % ceiling_us));
 }
