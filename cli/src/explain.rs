@@ -1,13 +1,13 @@
 //! `guardhost explain`: for one call, what every guard (authorization,
-//! each chain entry) made of it, in order, and for a Cedar entry which
-//! policies decided, which could not be evaluated and which did not match.
+//! each chain entry) made of it, in order: not asked (its tools leave the
+//! call out, or an entry before it decided), or its answer with every
+//! reason (a Cedar entry's reasons are the policies that decided).
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use guardhost::middleware::StepAnswer;
 use guardhost::outcome::outcome_of;
-use guardhost::{GuardrailDecision, GuardrailRequest, LoadedConfig, ProviderSpec};
+use guardhost::GuardrailDecision;
 
 use crate::error::CliError;
 use crate::eval::CallArgs;
@@ -30,7 +30,6 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     };
     let explained = guardrail.middleware.explain(&call).map_err(|e| CliError::Usage(e.to_string()))?;
     outln!("call: tool '{tool}' with {}", serde_json::Value::Object(call.tool_call.args.clone()))?;
-    let specs = specs(&config);
     for (number, (step, info)) in explained.steps.iter().zip(&guardrail.entries).enumerate() {
         let kind = match step.kind {
             guardhost::GuardKind::Authorization => "authorization",
@@ -40,12 +39,10 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         match &step.answer {
             StepAnswer::NotSelected => outln!("not asked: its `tools:` leave '{tool}' out")?,
             StepAnswer::NotAsked => outln!("not asked: an entry before it decided the call")?,
-            StepAnswer::Asked { decision, provider_error, request } => {
+            StepAnswer::Asked { decision, provider_error, .. } => {
                 outln!("{}", said(decision, *provider_error))?;
-                if info.name == "cedar" {
-                    if let Some(spec) = specs.get(number).copied() {
-                        cedar(spec, &config.base_dir, request)?;
-                    }
+                for reason in decision.reasons.iter().skip(1) {
+                    outln!("       also: {}: {}", reason.code, reason.message)?;
                 }
             }
         }
@@ -56,14 +53,6 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The specs of the guards, in the order the middleware asks them.
-fn specs(config: &LoadedConfig) -> Vec<&ProviderSpec> {
-    let authorization = &config.authorization;
-    let first = authorization.enabled.then_some(authorization.provider.as_ref()).flatten();
-    let guardrails = if config.guardrails.enabled { config.guardrails.entries() } else { &[] };
-    first.into_iter().chain(guardrails).collect()
-}
-
 /// A decision in a line: its outcome, first reason and policy.
 fn said(decision: &GuardrailDecision, provider_error: bool) -> String {
     let outcome = outcome_of(decision);
@@ -72,34 +61,4 @@ fn said(decision: &GuardrailDecision, provider_error: bool) -> String {
     let policy = decision.policy_id.as_deref().map_or_else(String::new, |p| format!(", policy {p}"));
     let failed = if provider_error { ", the provider failed" } else { "" };
     format!("{outcome}{reason}{policy}{failed}")
-}
-
-/// What a Cedar entry's policies made of `request`, read again from its
-/// config: the policies that decided, those that could not be evaluated,
-/// those that did not match.
-fn cedar(spec: &ProviderSpec, base_dir: &Path, request: &GuardrailRequest) -> Result<(), CliError> {
-    let descriptor = guardhost::locate("builtin:CedarGuardrailProvider", base_dir)?;
-    let config = descriptor.resolve_paths(&spec.config, base_dir);
-    let explained = serde_json::from_value::<guardhost_cedar::Config>(serde_json::Value::Object(config))
-        .map_err(|e| e.to_string())
-        .and_then(|config| guardhost_cedar::Cedar::compile(&config))
-        .and_then(|cedar| guardhost::provider::with_abi_request(request, |abi| cedar.explain(abi)));
-    let explained = match explained {
-        Ok(explained) => explained,
-        Err(problem) => return outln!("       (the policies cannot be explained: {problem})"),
-    };
-    let list = |ids: &[String]| if ids.is_empty() { "none".to_owned() } else { ids.join(", ") };
-    let how = match (explained.allow, explained.determining.is_empty()) {
-        (true, _) => "a permit matched and no forbid did",
-        (false, false) => "a forbid matched, and a forbid wins",
-        (false, true) => "no permit matched",
-    };
-    outln!("       Cedar: {how}")?;
-    outln!("       decided by: {}", list(&explained.determining))?;
-    if !explained.errors.is_empty() {
-        for (id, error) in &explained.errors {
-            outln!("       could not be evaluated: {id}: {error}")?;
-        }
-    }
-    outln!("       did not match (or were not needed): {}", list(&explained.not_matching))
 }

@@ -90,8 +90,8 @@ enum Command {
     /// run.
     Conformance(conformance::ConformanceArgs),
     /// For one call, what every guard (authorization, each chain entry)
-    /// made of it, in order, and for a Cedar entry which policies decided,
-    /// which could not be evaluated and which did not match.
+    /// made of it, in order, with every reason (a Cedar entry's reasons are
+    /// the policies that decided).
     Explain(explain::ExplainArgs),
     /// Run policy tests: YAML files of calls and the outcome each must get
     /// (allow, deny, ask, rewrite, error; optionally the reason's code, the
@@ -123,9 +123,6 @@ fn main() -> ExitCode {
     // `isolation: process` and `command:` providers start through
     // guardhost-isolation.
     guardhost_isolation::install();
-    // The Cedar provider, built in for this program (the library does not
-    // link it): `use: builtin:CedarGuardrailProvider`.
-    guardhost::register_builtin("CedarGuardrailProvider", &guardhost_cedar::CedarGuardrailProvider);
     // A benchmark logs errors only by default: a warning per denial would
     // measure the terminal, not the guardrail.
     init_logging(match cli.command {

@@ -21,7 +21,7 @@ pub struct TestArgs {
     /// `config:`, the config under test (from the file's folder).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// The config under test for files that name none.
+    /// The config under test, instead of each file's `config:`.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// How to report: `text`, `json` or `junit`.
@@ -37,7 +37,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
     let mut report = Report::default();
     for file in &args.files {
         let suite = Suite::read(file).map_err(|e| CliError::Usage(e.to_string()))?;
-        let config = match (&suite.config, &args.config) {
+        let config = match (&args.config, &suite.config) {
             (Some(config), _) | (None, Some(config)) => config.clone(),
             (None, None) => {
                 return Err(CliError::Usage(format!(

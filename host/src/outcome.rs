@@ -111,6 +111,9 @@ impl Ask {
     ///
     /// [`GuardrailMiddleware`]: crate::GuardrailMiddleware
     pub fn of(decision: &GuardrailDecision) -> Option<Ask> {
+        if decision.metadata.is_empty() {
+            return None;
+        }
         let ask = decision.metadata.get(OUTCOME_KEY)?.get("ask")?;
         serde_json::from_value(ask.clone()).ok()
     }
@@ -119,18 +122,85 @@ impl Ask {
 /// The arguments a decision says to run the call with instead of its own
 /// (a `rewrite` in the chain), if any.
 pub fn rewritten_args(decision: &GuardrailDecision) -> Option<&Map<String, Value>> {
+    if decision.metadata.is_empty() {
+        return None;
+    }
     decision.metadata.get(OUTCOME_KEY)?.get("rewrite")?.get("tool_input")?.as_object()
+}
+
+/// What one guard's answer was ([`step_outcome`] names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Allow,
+    Deny,
+    Ask,
+    Rewrite,
+    Approved,
+    WouldDeny,
+    WouldAsk,
+    WouldRewrite,
+    ErrorAllow,
+    ErrorDeny,
+}
+
+impl Kind {
+    /// A decision's kind; most decisions carry no metadata, and are told
+    /// apart by `allow` alone.
+    pub(crate) fn of(decision: &GuardrailDecision, provider_error: bool) -> Kind {
+        let metadata = &decision.metadata;
+        match (decision.allow, provider_error) {
+            (true, true) => Kind::ErrorAllow,
+            (false, true) => Kind::ErrorDeny,
+            (true, false) if metadata.is_empty() => Kind::Allow,
+            (false, false) if metadata.is_empty() => Kind::Deny,
+            (true, false) => {
+                if metadata.contains_key("would_deny") {
+                    Kind::WouldDeny
+                } else if metadata.contains_key("would_ask") {
+                    Kind::WouldAsk
+                } else if metadata.contains_key("would_rewrite") {
+                    Kind::WouldRewrite
+                } else if metadata.contains_key("approved_by") {
+                    Kind::Approved
+                } else if metadata.get(OUTCOME_KEY).is_some_and(|o| o.get("rewrite").is_some()) {
+                    Kind::Rewrite
+                } else {
+                    Kind::Allow
+                }
+            }
+            (false, false) => match metadata.get(OUTCOME_KEY).is_some_and(|o| o.get("ask").is_some()) {
+                true => Kind::Ask,
+                false => Kind::Deny,
+            },
+        }
+    }
+
+    /// Its name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Allow => "allow",
+            Kind::Deny => "deny",
+            Kind::Ask => "ask",
+            Kind::Rewrite => "rewrite",
+            Kind::Approved => "approved",
+            Kind::WouldDeny => "would_deny",
+            Kind::WouldAsk => "would_ask",
+            Kind::WouldRewrite => "would_rewrite",
+            Kind::ErrorAllow => "error_allow",
+            Kind::ErrorDeny => "error_deny",
+        }
+    }
 }
 
 /// A decided call's outcome: `allow`, `deny`, `ask` (held until a human
 /// approves it) or `rewrite` (allowed, to run with other arguments).
 pub fn outcome_of(decision: &GuardrailDecision) -> &'static str {
-    let extension = decision.metadata.get(OUTCOME_KEY);
-    match decision.allow {
-        true if extension.is_some_and(|o| o.get("rewrite").is_some()) => "rewrite",
-        true => "allow",
-        false if extension.is_some_and(|o| o.get("ask").is_some()) => "ask",
-        false => "deny",
+    match Kind::of(decision, false) {
+        Kind::Ask => "ask",
+        Kind::Rewrite => "rewrite",
+        Kind::Deny => "deny",
+        _ if decision.allow => "allow",
+        _ => "deny",
     }
 }
 
@@ -139,16 +209,7 @@ pub fn outcome_of(decision: &GuardrailDecision) -> &'static str {
 /// `would_deny`, `would_ask` or `would_rewrite` (shadow mode), or
 /// `error_allow` / `error_deny` (its provider failed).
 pub fn step_outcome(decision: &GuardrailDecision, provider_error: bool) -> &'static str {
-    let has = |key: &str| decision.metadata.contains_key(key);
-    match (decision.allow, provider_error) {
-        (true, true) => "error_allow",
-        (false, true) => "error_deny",
-        (true, false) if has("would_deny") => "would_deny",
-        (true, false) if has("would_ask") => "would_ask",
-        (true, false) if has("would_rewrite") => "would_rewrite",
-        (true, false) if has("approved_by") => "approved",
-        _ => outcome_of(decision),
-    }
+    Kind::of(decision, provider_error).as_str()
 }
 
 /// A human's answer to an [`Ask`], as the runtime puts it in the call's

@@ -11,7 +11,7 @@ use crate::audit::{AuditAction, AuditProvider, AuditRecord, AuditSink};
 use crate::config::Mode;
 use crate::decision_log::{ChainStep, Decided, DecisionLog};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
-use crate::outcome::{self, Ask, CallFacts, Requested, Settled, OUTCOME_KEY};
+use crate::outcome::{self, Ask, CallFacts, Kind, Requested, Settled, OUTCOME_KEY};
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use crate::request::{
     Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Timestamp, ToolCall,
@@ -82,15 +82,15 @@ impl Tally {
         guard: &Guard,
         (decision, provider_error): (GuardrailDecision, bool),
     ) -> bool {
+        let kind = Kind::of(&decision, provider_error);
         if self.keep_steps {
-            let outcome = outcome::step_outcome(&decision, provider_error);
             let code = decision.reasons.first().map_or_else(String::new, |r| r.code.clone());
-            self.steps.push(ChainStep { entry: guard.name.clone(), outcome: outcome.into(), code });
+            self.steps.push(ChainStep { entry: guard.name.clone(), outcome: kind.as_str().into(), code });
         }
-        self.rewrote |= outcome::outcome_of(&decision) == "rewrite";
+        self.rewrote |= kind == Kind::Rewrite;
         let allow = decision.allow;
         let worth_telling =
-            |(d, error, _): &(GuardrailDecision, bool, usize)| outcome::step_outcome(d, *error) != "allow";
+            |(d, error, _): &(GuardrailDecision, bool, usize)| Kind::of(d, *error) != Kind::Allow;
         if !allow || !self.reported.as_ref().is_some_and(worth_telling) {
             self.reported = Some((decision, provider_error, index));
         }
@@ -1000,12 +1000,17 @@ impl GuardrailMiddleware {
         (decision, provider_error): (GuardrailDecision, bool),
         request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
     ) -> (GuardrailDecision, bool) {
-        let kind = outcome::step_outcome(&decision, provider_error);
-        if guard.mode != Mode::Enforce && matches!(kind, "deny" | "error_deny" | "ask" | "rewrite") {
+        let kind = Kind::of(&decision, provider_error);
+        if kind == Kind::Allow {
+            return (decision, provider_error);
+        }
+        if guard.mode != Mode::Enforce
+            && matches!(kind, Kind::Deny | Kind::ErrorDeny | Kind::Ask | Kind::Rewrite)
+        {
             let code = decision.reasons.first().map_or("oap.denied", |r| r.code.as_str());
             let would = match kind {
-                "ask" => "ask for approval",
-                "rewrite" => "rewrite the arguments",
+                Kind::Ask => "ask for approval",
+                Kind::Rewrite => "rewrite the arguments",
                 _ => "deny",
             };
             match guard.mode {
@@ -1025,7 +1030,7 @@ impl GuardrailMiddleware {
             return (shadowed(decision, guard.mode), provider_error);
         }
         match kind {
-            "deny" | "error_deny" => {
+            Kind::Deny | Kind::ErrorDeny => {
                 if !provider_error {
                     tracing::warn!(
                         "Guardrail denied: tool={} policy={} code={}",
@@ -1036,18 +1041,18 @@ impl GuardrailMiddleware {
                 }
                 self.record(guard, request, &decision, AuditAction::DenyToolCall, provider_error);
             }
-            "error_allow" => {
+            Kind::ErrorAllow => {
                 self.record(guard, request, &decision, AuditAction::AllowToolCallAfterProviderError, true)
             }
-            "ask" => {
+            Kind::Ask => {
                 tracing::info!(entry = %guard.name, "Guardrail holds the call for approval: tool={tool_name}");
                 self.record(guard, request, &decision, AuditAction::AskToolCall, false);
             }
-            "approved" => {
+            Kind::Approved => {
                 tracing::info!(entry = %guard.name, "Guardrail approval accepted: tool={tool_name}");
                 self.record(guard, request, &decision, AuditAction::ApprovedToolCall, false);
             }
-            "rewrite" => {
+            Kind::Rewrite => {
                 tracing::info!(entry = %guard.name, "Guardrail rewrote the arguments: tool={tool_name}");
                 self.record(guard, request, &decision, AuditAction::RewriteToolCall, false);
             }
