@@ -1,13 +1,19 @@
 //! `guardhost explain`: for one call, what every guard (authorization,
 //! each chain entry) made of it, in order: not asked (its tools leave the
 //! call out, or an entry before it decided), or its answer with every
-//! reason (a Cedar entry's reasons are the policies that decided).
+//! reason, and for a Cedar entry (when the command is built with Cedar)
+//! which policies decided, which could not be evaluated and which did not
+//! match.
 
+#[cfg(feature = "cedar")]
+use std::path::Path;
 use std::process::ExitCode;
 
 use guardhost::middleware::StepAnswer;
 use guardhost::outcome::outcome_of;
 use guardhost::GuardrailDecision;
+#[cfg(feature = "cedar")]
+use guardhost::{GuardrailRequest, LoadedConfig, ProviderSpec};
 
 use crate::error::CliError;
 use crate::eval::CallArgs;
@@ -30,6 +36,8 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     };
     let explained = guardrail.middleware.explain(&call).map_err(|e| CliError::Usage(e.to_string()))?;
     outln!("call: tool '{tool}' with {}", serde_json::Value::Object(call.tool_call.args.clone()))?;
+    #[cfg(feature = "cedar")]
+    let specs = specs(&config);
     for (number, (step, info)) in explained.steps.iter().zip(&guardrail.entries).enumerate() {
         let kind = match step.kind {
             guardhost::GuardKind::Authorization => "authorization",
@@ -39,11 +47,19 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         match &step.answer {
             StepAnswer::NotSelected => outln!("not asked: its `tools:` leave '{tool}' out")?,
             StepAnswer::NotAsked => outln!("not asked: an entry before it decided the call")?,
-            StepAnswer::Asked { decision, provider_error, .. } => {
+            StepAnswer::Asked { decision, provider_error, request } => {
                 outln!("{}", said(decision, *provider_error))?;
                 for reason in decision.reasons.iter().skip(1) {
                     outln!("       also: {}: {}", reason.code, reason.message)?;
                 }
+                #[cfg(feature = "cedar")]
+                if info.name == "cedar" {
+                    if let Some(spec) = specs.get(number).copied() {
+                        cedar(spec, &config.base_dir, request)?;
+                    }
+                }
+                #[cfg(not(feature = "cedar"))]
+                let _ = (request, info);
             }
         }
     }
@@ -51,6 +67,15 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     let by = by.map_or_else(String::new, |by| format!(", decided by {by}"));
     outln!("result: {}{by}", said(&explained.decision, explained.provider_error))?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "cedar")]
+/// The specs of the guards, in the order the middleware asks them.
+fn specs(config: &LoadedConfig) -> Vec<&ProviderSpec> {
+    let authorization = &config.authorization;
+    let first = authorization.enabled.then_some(authorization.provider.as_ref()).flatten();
+    let guardrails = if config.guardrails.enabled { config.guardrails.entries() } else { &[] };
+    first.into_iter().chain(guardrails).collect()
 }
 
 /// A decision in a line: its outcome, first reason and policy.
@@ -61,4 +86,35 @@ fn said(decision: &GuardrailDecision, provider_error: bool) -> String {
     let policy = decision.policy_id.as_deref().map_or_else(String::new, |p| format!(", policy {p}"));
     let failed = if provider_error { ", the provider failed" } else { "" };
     format!("{outcome}{reason}{policy}{failed}")
+}
+
+#[cfg(feature = "cedar")]
+/// What a Cedar entry's policies made of `request`, read again from its
+/// config: the policies that decided, those that could not be evaluated,
+/// those that did not match.
+fn cedar(spec: &ProviderSpec, base_dir: &Path, request: &GuardrailRequest) -> Result<(), CliError> {
+    let descriptor = guardhost::locate("builtin:CedarGuardrailProvider", base_dir)?;
+    let config = descriptor.resolve_paths(&spec.config, base_dir);
+    let explained = serde_json::from_value::<guardhost_cedar::Config>(serde_json::Value::Object(config))
+        .map_err(|e| e.to_string())
+        .and_then(|config| guardhost_cedar::Cedar::compile(&config))
+        .and_then(|cedar| guardhost::provider::with_abi_request(request, |abi| cedar.explain(abi)));
+    let explained = match explained {
+        Ok(explained) => explained,
+        Err(problem) => return outln!("       (the policies cannot be explained: {problem})"),
+    };
+    let list = |ids: &[String]| if ids.is_empty() { "none".to_owned() } else { ids.join(", ") };
+    let how = match (explained.allow, explained.determining.is_empty()) {
+        (true, _) => "a permit matched and no forbid did",
+        (false, false) => "a forbid matched, and a forbid wins",
+        (false, true) => "no permit matched",
+    };
+    outln!("       Cedar: {how}")?;
+    outln!("       decided by: {}", list(&explained.determining))?;
+    if !explained.errors.is_empty() {
+        for (id, error) in &explained.errors {
+            outln!("       could not be evaluated: {id}: {error}")?;
+        }
+    }
+    outln!("       did not match (or were not needed): {}", list(&explained.not_matching))
 }

@@ -123,6 +123,10 @@ fn main() -> ExitCode {
     // `isolation: process` and `command:` providers start through
     // guardhost-isolation.
     guardhost_isolation::install();
+    // The Cedar provider, built in for this program (the library does not
+    // link it): `use: builtin:CedarGuardrailProvider`.
+    #[cfg(feature = "cedar")]
+    guardhost::register_builtin("CedarGuardrailProvider", &guardhost_cedar::CedarGuardrailProvider);
     // A benchmark logs errors only by default: a warning per denial would
     // measure the terminal, not the guardrail.
     init_logging(match cli.command {

@@ -15,8 +15,8 @@ fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cedar").join(name)
 }
 
-/// The example's config with the Cedar library this test build made (the
-/// example's own `use:` names the release build).
+/// The example's config with the Cedar library this test build made in
+/// place of the built-in provider.
 fn cedar_config(dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(example("config.yaml")).unwrap();
     let cedar = use_of("guardhost_cedar", "CedarGuardrailProvider");
@@ -46,20 +46,25 @@ fn the_example_policies_pass_their_tests_in_every_format() {
     let config = cedar_config(dir.path());
     let config = config.to_str().unwrap();
     let tests = example("tests.yaml");
+    // As shipped (the built-in provider), then with the library.
+    let out = guardhost(&["test", tests.to_str().unwrap()], None);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.ends_with("29 tests: 29 passed, 0 failed\n"), "{text}");
     let out = guardhost(&["test", tests.to_str().unwrap(), "--config", config], None);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
     assert!(
         text.contains(
-            "  PASS  sudo is never run, even by an admin: deny (cedar.forbid, policy no-privilege)"
+            "  PASS  sudo is never run, even by an admin: deny (cedar.forbid, policy listed-programs)"
         ),
         "{text}"
     );
-    assert!(text.ends_with("17 tests: 17 passed, 0 failed\n"), "{text}");
+    assert!(text.ends_with("29 tests: 29 passed, 0 failed\n"), "{text}");
 
     let out = guardhost(&["test", tests.to_str().unwrap(), "--config", config, "--format", "json"], None);
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!((json["passed"].as_u64(), json["failed"].as_u64()), (Some(17), Some(0)));
+    assert_eq!((json["passed"].as_u64(), json["failed"].as_u64()), (Some(29), Some(0)));
     assert_eq!(json["files"][0]["tests"][3]["got"]["policy"], "no-dot-dot");
 
     let junit = dir.path().join("junit.xml");
@@ -80,7 +85,7 @@ fn the_example_policies_pass_their_tests_in_every_format() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     let document = roxmltree::Document::parse(&xml).unwrap();
     let suite = document.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
-    assert_eq!((suite.attribute("tests"), suite.attribute("failures")), (Some("17"), Some("0")));
+    assert_eq!((suite.attribute("tests"), suite.attribute("failures")), (Some("29"), Some("0")));
 }
 
 #[test]
@@ -114,7 +119,7 @@ tests:
     let out = guardhost(&["test", tests.to_str().unwrap()], None);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("  FAIL  sudo passes: deny (cedar.forbid, policy no-privilege)\n        expected allow, got deny\n        message: sudo, su, shutdown and reboot are never run"), "{text}");
+    assert!(text.contains("  FAIL  sudo passes: deny (cedar.forbid, policy listed-programs)\n        expected allow, got deny\n        message: only the listed programs run"), "{text}");
     assert!(text.contains("  FAIL  the web, by the wrong policy: allow (cedar.permit, policy web)\n        expected policy `agent-tools`, got `web`"), "{text}");
     assert!(text.contains("  PASS  a read, right"), "{text}");
     assert!(text.ends_with("3 tests: 1 passed, 2 failed\n"), "{text}");
@@ -206,14 +211,14 @@ fn check_refuses_policies_that_do_not_validate_naming_the_file_line_and_column()
 }
 
 #[test]
-fn explain_walks_the_chain_entry_by_entry() {
+fn explain_walks_the_chain_entry_by_entry_and_names_the_cedar_policies() {
     let dir = tempfile::tempdir().unwrap();
-    let config = cedar_config(dir.path());
+    // The example as shipped: the command's built-in Cedar provider.
     let out = guardhost(
         &[
             "explain",
             "--config",
-            config.to_str().unwrap(),
+            example("config.yaml").to_str().unwrap(),
             "--tool",
             "bash",
             "--args",
@@ -225,11 +230,17 @@ fn explain_walks_the_chain_entry_by_entry() {
     );
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
-    assert!(text.contains("  1. cedar (cedar provider, guardrail): deny (cedar.forbid: sudo, su, shutdown and reboot are never run), policy no-privilege\n"), "{text}");
+    assert!(text.contains("  1. cedar (cedar provider, guardrail): deny (cedar.forbid: only the listed programs run), policy listed-programs\n       also: cedar.forbid: sudo, su, shutdown and reboot are never run\n"), "{text}");
     assert!(
-        text.ends_with(
-            "result: deny (cedar.forbid: sudo, su, shutdown and reboot are never run), policy no-privilege\n"
-        ),
+        text.contains("       Cedar: a forbid matched, and a forbid wins\n       decided by: listed-programs, no-privilege\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("did not match (or were not needed): a-query, agent-tools, get-or-head,"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("result: deny (cedar.forbid: only the listed programs run), policy listed-programs\n"),
         "{text}"
     );
 

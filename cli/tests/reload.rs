@@ -142,3 +142,79 @@ fn run_watch_follows_the_config_file() {
     assert_eq!(host.ask("ls").status, ToolStatus::Error);
     host.stop();
 }
+
+/// A Cedar entry (the library this test build made) over a folder of
+/// policies.
+fn cedar_config(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("policies/more")).unwrap();
+    write(
+        dir,
+        "config.yaml",
+        &format!(
+            "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    config: {{policies: policies/}}\n",
+            support::use_of("guardhost_cedar", "CedarGuardrailProvider")
+        ),
+    )
+}
+
+const PERMIT_ALL: &str = "@id(\"all\")\npermit(principal, action, resource);\n";
+
+fn forbid(tool: &str) -> String {
+    format!("@id(\"no-{tool}\")\nforbid(principal, action, resource == Tool::\"{tool}\");\n")
+}
+
+#[test]
+fn a_policy_file_changed_added_or_removed_reloads_and_a_broken_one_keeps_the_old_policies() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cedar_config(dir.path());
+    let policies = dir.path().join("policies");
+    write(&policies, "all.cedar", PERMIT_ALL);
+    let bash = write(&policies, "bash.cedar", &forbid("bash"));
+    let reloader = Reloader::open(&path).unwrap();
+    assert!(!allowed(&reloader, "bash") && allowed(&reloader, "ls"));
+    assert!(!reloader.changed(), "nothing changed yet");
+
+    // A policy file changed (the config file did not).
+    rewrite(&bash, &format!("{}{}", forbid("bash"), forbid("ls").replace("no-ls", "no-ls-too")));
+    assert!(reloader.changed());
+    reloader.reload().unwrap();
+    assert!(!allowed(&reloader, "bash") && !allowed(&reloader, "ls"));
+
+    // A file added in a folder below: a broken one keeps the old policies,
+    // with the file, line and column of the problem, and is tried once.
+    let broken = write(&policies.join("more"), "broken.cedar", "permit(principal, action resource);\n");
+    assert!(reloader.changed());
+    let error = reloader.reload().unwrap_err().to_string();
+    assert!(error.contains("broken.cedar:1:"), "{error}");
+    assert!(!allowed(&reloader, "bash") && !allowed(&reloader, "ls"), "the old policies keep serving");
+    assert!(allowed(&reloader, "cat"));
+    assert!(!reloader.changed(), "a broken version is tried once, not on every poll");
+
+    // Fixed: it loads; removed: the policies without it.
+    rewrite(&broken, &forbid("cat"));
+    assert!(reloader.changed());
+    reloader.reload().unwrap();
+    assert!(!allowed(&reloader, "cat"));
+    std::fs::remove_file(&broken).unwrap();
+    assert!(reloader.changed());
+    reloader.reload().unwrap();
+    assert!(allowed(&reloader, "cat") && !allowed(&reloader, "ls"));
+}
+
+#[test]
+fn run_watch_follows_the_policy_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cedar_config(dir.path());
+    let policies = dir.path().join("policies");
+    write(&policies, "all.cedar", PERMIT_ALL);
+    let mut host = Watched::start(&path, Stdio::null());
+    assert_eq!(host.ask("bash").status, ToolStatus::Success);
+    rewrite(&policies.join("bash.cedar"), &forbid("bash"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while host.ask("bash").status == ToolStatus::Success {
+        assert!(Instant::now() < deadline, "the new policy was never picked up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(host.ask("ls").status, ToolStatus::Success);
+    host.stop();
+}

@@ -19,13 +19,33 @@ use crate::loader::{self, FileChecks, LibraryDescriptor};
 use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, UseTarget};
 
-/// The providers built into the host, by symbol.
-fn builtins() -> [(&'static str, &'static ProviderDescriptor); 3] {
-    [
+/// The providers built into the host, by symbol, then those a program
+/// registered ([`register_builtin`]).
+fn builtins() -> Vec<(&'static str, &'static ProviderDescriptor)> {
+    let mut all: Vec<(&'static str, &'static ProviderDescriptor)> = vec![
         ("AllowlistProvider", &guardhost_allowlist::AllowlistProvider),
         ("RbacAuthorizationProvider", &guardhost_rbac::RbacAuthorizationProvider),
         ("ApprovalGuardrailProvider", &guardhost_approvals::ApprovalGuardrailProvider),
-    ]
+    ];
+    all.extend(REGISTERED.read().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().copied());
+    all
+}
+
+/// Providers a program added to the built-ins.
+static REGISTERED: std::sync::RwLock<Vec<(&'static str, &'static ProviderDescriptor)>> =
+    std::sync::RwLock::new(Vec::new());
+
+/// Makes the provider `descriptor` (a Rust provider linked into this
+/// program, exported with `export_provider!`) available as
+/// `builtin:<symbol>`, so that a program can offer providers the library
+/// does not link (the `guardhost` command and `guardhost-server` register the
+/// Cedar provider). Registering a symbol again, or one of the library's
+/// own built-ins, changes nothing.
+pub fn register_builtin(symbol: &'static str, descriptor: &'static ProviderDescriptor) {
+    if builtins().iter().any(|(name, _)| *name == symbol) {
+        return;
+    }
+    REGISTERED.write().unwrap_or_else(|poisoned| poisoned.into_inner()).push((symbol, descriptor));
 }
 
 /// Resolves, loads, checks and constructs the provider of `spec`. Relative

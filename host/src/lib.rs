@@ -126,7 +126,7 @@ pub use config::{
     ConfigError, ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode, ProviderSpec, Transport,
     ALLOW_INSECURE_CONFIG_VAR, REQUIRE_GUARDRAIL_VAR,
 };
-pub use instantiate::{instantiate, locate, Descriptor};
+pub use instantiate::{instantiate, locate, register_builtin, Descriptor};
 pub use launch::{install_launcher, Launcher};
 pub use load_error::{LoadError, LoadErrorKind};
 pub use loader::LibraryDescriptor;

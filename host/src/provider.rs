@@ -218,6 +218,31 @@ fn abi_request<'a>(call: &'a CallView<'_>, tool_input: &'a str, authz_attributes
     }
 }
 
+/// Calls `f` with `request` as the ABI's borrowed request: what a library
+/// provider is handed for it (for a program that calls a provider's own
+/// Rust API with the request a guard saw, as `guardhost explain` does).
+pub fn with_abi_request<R>(request: &GuardrailRequest, f: impl FnOnce(&Request<'_>) -> R) -> R {
+    let tool_input = object_text(&request.tool_input);
+    let authz_attributes = object_text(&request.authz_attributes);
+    f(&Request {
+        tool_name: RStr::from_str(&request.tool_name),
+        tool_input_json: RStr::from_str(&tool_input),
+        agent_id: ropt(request.agent_id.as_deref()),
+        thread_id: ropt(request.thread_id.as_deref()),
+        is_subagent: request.is_subagent,
+        timestamp: RStr::from_str(&request.timestamp),
+        user_id: ropt(request.user_id.as_deref()),
+        user_role: ropt(request.user_role.as_deref()),
+        oauth_provider: ropt(request.oauth_provider.as_deref()),
+        oauth_id: ropt(request.oauth_id.as_deref()),
+        run_id: ropt(request.run_id.as_deref()),
+        tool_call_id: ropt(request.tool_call_id.as_deref()),
+        channel_user_id: ropt(request.channel_user_id.as_deref()),
+        is_internal: request.is_internal,
+        authz_attributes_json: RStr::from_str(&authz_attributes),
+    })
+}
+
 /// `call.attribution.authz_attributes` as JSON text (`{}` when absent).
 fn authz_text(call: &CallView<'_>) -> Cow<'static, str> {
     call.attribution.authz_attributes.map_or(Cow::Borrowed("{}"), object_text)

@@ -1,5 +1,7 @@
-//! Hot reload: a guardrail that follows its config file and its provider
-//! library.
+//! Hot reload: a guardrail that follows its config file, its provider
+//! library and its providers' data files (the paths their configs name:
+//! a Cedar entry's policies, schema and entities; every file under a
+//! folder).
 //!
 //! [`Reloader::reload`] builds the new guardrail aside (read the config,
 //! load and check the library, construct the provider); only when all of
@@ -99,6 +101,68 @@ impl Written {
     }
 }
 
+/// The data files a provider was built from (the values of the config keys
+/// it declares to be paths: a Cedar entry's policies, schema and entities),
+/// each a file or a folder, as they were then. A folder stands for every
+/// file under it, at any depth, so a file added, removed or changed in it
+/// is a change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Data {
+    roots: Vec<PathBuf>,
+    files: Vec<(PathBuf, Stamp)>,
+}
+
+impl Data {
+    fn of(roots: Vec<PathBuf>) -> Data {
+        let mut files = Vec::new();
+        for root in &roots {
+            collect(root, &mut files, 0);
+        }
+        Data { roots, files }
+    }
+}
+
+/// Folders deeper than this under a data root are not looked into (a link
+/// loop must not hang the watcher).
+const MAX_DEPTH: usize = 16;
+
+/// `path` and, when it is a folder, every entry under it, sorted.
+fn collect(path: &Path, files: &mut Vec<(PathBuf, Stamp)>, depth: usize) {
+    files.push((path.to_path_buf(), Stamp::of(path)));
+    if depth >= MAX_DEPTH || !path.is_dir() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else { return };
+    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for entry in entries {
+        collect(&entry, files, depth + 1);
+    }
+}
+
+/// The data files of every provider of `config`: each entry's path-key
+/// values, joined to the config file's folder (`~/...` left alone).
+fn data_roots(config: &LoadedConfig, guardrail: &Guardrail) -> Vec<PathBuf> {
+    let authorization = &config.authorization;
+    let first = authorization.enabled.then_some(authorization.provider.as_ref()).flatten();
+    let guardrails = if config.guardrails.enabled { config.guardrails.entries() } else { &[] };
+    let specs = first.into_iter().chain(guardrails);
+    let mut roots = Vec::new();
+    for (spec, info) in specs.zip(&guardrail.entries) {
+        for key in &info.path_keys {
+            let values = match spec.config.get(key) {
+                Some(serde_json::Value::String(path)) => vec![path.as_str()],
+                Some(serde_json::Value::Array(paths)) => paths.iter().filter_map(|p| p.as_str()).collect(),
+                _ => Vec::new(),
+            };
+            for value in values.into_iter().filter(|v| !v.is_empty() && !v.starts_with('~')) {
+                roots.push(crate::paths::join_relative(&config.base_dir, Path::new(value)));
+            }
+        }
+    }
+    roots
+}
+
 /// The files a guardrail was built from, as they were then.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Watched {
@@ -107,17 +171,22 @@ struct Watched {
     library: Option<(PathBuf, Stamp)>,
     /// The library's path as `use:` names it.
     written: Option<(PathBuf, Written)>,
+    /// The providers' data files.
+    data: Data,
 }
 
 impl Watched {
-    fn of(config: &Path, guardrail: Option<&Guardrail>, written: Option<&Path>) -> Watched {
-        let library = guardrail.and_then(|g| match &g.info.source {
+    fn of(config: &Path, built: &Built) -> Watched {
+        let library = built.guardrail.as_deref().and_then(|g| match &g.info.source {
             ProviderSource::Library { path, .. } => Some((path.clone(), Stamp::of(path))),
             ProviderSource::Builtin { .. } | ProviderSource::Program { .. } => None,
         });
-        let written =
-            written.filter(|_| library.is_some()).map(|path| (path.to_path_buf(), Written::of(path)));
-        Watched { config: Stamp::of(config), library, written }
+        let written = built
+            .written
+            .as_deref()
+            .filter(|_| library.is_some())
+            .map(|path| (path.to_path_buf(), Written::of(path)));
+        Watched { config: Stamp::of(config), library, written, data: Data::of(built.data.clone()) }
     }
 
     fn changed(&self, config: &Path) -> bool {
@@ -128,7 +197,7 @@ impl Watched {
     fn now(&self, config: &Path) -> Watched {
         let library = self.library.as_ref().map(|(path, _)| (path.clone(), Stamp::of(path)));
         let written = self.written.as_ref().map(|(path, _)| (path.clone(), Written::of(path)));
-        Watched { config: Stamp::of(config), library, written }
+        Watched { config: Stamp::of(config), library, written, data: Data::of(self.data.roots.clone()) }
     }
 }
 
@@ -150,12 +219,21 @@ impl std::fmt::Debug for Reloader {
     }
 }
 
-/// Builds the guardrail of the config file at `path`, with the library path
-/// its `use:` names (the first candidate that exists, symbolic links not
-/// followed), if any.
-fn build(path: &Path) -> Result<(Option<Arc<Guardrail>>, Option<PathBuf>), ReloadError> {
+/// A guardrail built from a config file, and what to watch for it.
+struct Built {
+    guardrail: Option<Arc<Guardrail>>,
+    /// The library path its first library entry's `use:` names (the first
+    /// candidate that exists, symbolic links not followed), if any.
+    written: Option<PathBuf>,
+    /// Its providers' data files and folders.
+    data: Vec<PathBuf>,
+}
+
+/// Builds the guardrail of the config file at `path`.
+fn build(path: &Path) -> Result<Built, ReloadError> {
     let config = LoadedConfig::from_path(path)?;
     let guardrail = install_with(&config, true)?.map(Arc::new);
+    let data = guardrail.as_deref().map(|g| data_roots(&config, g)).unwrap_or_default();
     // The first entry that is a library (in a chain, replacing another
     // entry's library is seen when the config file changes).
     let written = config.guardrails.entries().iter().find_map(|spec| match parse_use(&spec.use_) {
@@ -164,18 +242,18 @@ fn build(path: &Path) -> Result<(Option<Arc<Guardrail>>, Option<PathBuf>), Reloa
         }
         _ => None,
     });
-    Ok((guardrail, written))
+    Ok(Built { guardrail, written, data })
 }
 
 impl Reloader {
     /// Builds the guardrail of the config file at `path`; an error here
     /// means there is nothing to serve with.
     pub fn open(path: &Path) -> Result<Reloader, ReloadError> {
-        let (guardrail, written) = build(path)?;
-        let watched = Watched::of(path, guardrail.as_deref(), written.as_deref());
+        let built = build(path)?;
+        let watched = Watched::of(path, &built);
         Ok(Reloader {
             path: path.to_path_buf(),
-            current: RwLock::new(guardrail),
+            current: RwLock::new(built.guardrail),
             reloading: Mutex::new(()),
             watched: Mutex::new(watched),
         })
@@ -187,8 +265,9 @@ impl Reloader {
         self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Whether the config file or the provider's library changed since the
-    /// last reload attempt.
+    /// Whether the config file, the provider's library or a provider's data
+    /// file (a path its config names: a Cedar entry's policies) changed
+    /// since the last reload attempt.
     pub fn changed(&self) -> bool {
         self.watched.lock().unwrap_or_else(|e| e.into_inner()).changed(&self.path)
     }
@@ -199,13 +278,11 @@ impl Reloader {
     pub fn reload(&self) -> Result<(), ReloadError> {
         let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let before = self.watched.lock().unwrap_or_else(|e| e.into_inner()).now(&self.path);
-        let built = build(&self.path).and_then(|built| match built {
-            (None, _) if self.current().is_some() => {
-                Err(ReloadError::WouldRemove { path: self.path.clone() })
-            }
-            built => Ok(built),
+        let built = build(&self.path).and_then(|built| match built.guardrail {
+            None if self.current().is_some() => Err(ReloadError::WouldRemove { path: self.path.clone() }),
+            _ => Ok(built),
         });
-        let (guardrail, written) = match built {
+        let built = match built {
             Ok(guardrail) => guardrail,
             Err(error) => {
                 // This version is not retried until a file changes again.
@@ -213,9 +290,12 @@ impl Reloader {
                 return Err(error);
             }
         };
-        let mut watched = Watched::of(&self.path, guardrail.as_deref(), written.as_deref());
+        let mut watched = Watched::of(&self.path, &built);
         // Stamps from before the build: a change during it is not lost.
         watched.config = before.config;
+        if watched.data.roots == before.data.roots {
+            watched.data = before.data;
+        }
         if let (Some((path, stamp)), Some((old_path, old_stamp))) = (watched.library.as_mut(), before.library)
         {
             if *path == old_path {
@@ -229,7 +309,7 @@ impl Reloader {
             }
         }
         *self.watched.lock().unwrap_or_else(|e| e.into_inner()) = watched;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = guardrail;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = built.guardrail;
         Ok(())
     }
 

@@ -314,6 +314,36 @@ fn sighup_and_watch_reload_the_guardrail_and_a_broken_config_keeps_the_old_one()
 }
 
 #[test]
+fn watch_follows_the_built_in_cedar_providers_policy_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let policies = dir.path().join("policies");
+    std::fs::create_dir(&policies).unwrap();
+    std::fs::write(policies.join("all.cedar"), "permit(principal, action, resource);\n").unwrap();
+    let path =
+        config(dir.path(), "    use: builtin:CedarGuardrailProvider\n    config: {policies: policies/}\n");
+    let server = Server::start(&["--config", path.to_str().unwrap(), "--watch"]);
+    assert_eq!(server.decide(&json!({"name": "bash"})).json()["outcome"], "allow");
+    std::fs::write(policies.join("bash.cedar"), "forbid(principal, action, resource == Tool::\"bash\");\n")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.decide(&json!({"name": "bash"})).json()["outcome"] != "deny" {
+        assert!(Instant::now() < deadline, "the new policy was never picked up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A policy that does not parse: the old policies keep serving.
+    std::fs::write(policies.join("ls.cedar"), "forbid(principal, action resource);\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut logged = Vec::new();
+    while !logged.iter().any(|line: &String| line.contains("ls.cedar:1:")) {
+        assert!(Instant::now() < deadline, "the failed reload was never logged: {logged:?}");
+        std::thread::sleep(Duration::from_millis(50));
+        logged.extend(server.logged());
+    }
+    assert_eq!(server.decide(&json!({"name": "bash"})).json()["outcome"], "deny");
+    assert_eq!(server.decide(&json!({"name": "ls"})).json()["outcome"], "allow");
+}
+
+#[test]
 fn a_unix_socket_serves_the_same_routes() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("guardhost.sock");

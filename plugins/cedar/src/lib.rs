@@ -33,6 +33,8 @@
 //! | `context.is_subagent`, `context.is_internal` | booleans |
 //! | `context.time` | when the call was decided (RFC 3339 text; a `datetime` where the schema says so) |
 //! | `context.authz` | the authorization attributes, when there are any |
+//! | `context.command` | with `derive: [command]`, when the call has a string `command` argument: `{programs, names, unknown, dangerous, writes_outside}`, the command read as the shell reads it (the OAP provider's reading: every program that runs, wrappers and code handed to shells included) |
+//! | `context.url` | with `derive: [url]`, when the call has a string `url` argument: `{host, private, unknown}` (`unknown`: not an `http(s)` URL whose host can be read without doubt; `host` is then empty) |
 //!
 //! # The decision
 //!
@@ -61,6 +63,7 @@ use guardhost_abi::{Decision, Provider, ProviderError, Request};
 use serde::Deserialize;
 
 pub use policies::{policy_files, Compiled};
+pub use request::Derive;
 
 /// One path or several.
 #[derive(Debug, Deserialize)]
@@ -93,6 +96,11 @@ pub struct Config {
     /// A JSON entities file.
     #[serde(default)]
     pub entities: Option<PathBuf>,
+    /// What to read from the arguments into the context, beyond the
+    /// arguments themselves: `command` (`context.command`, what a shell
+    /// command runs), `url` (`context.url`, where a URL goes).
+    #[serde(default)]
+    pub derive: Vec<Derive>,
     /// Injected by hosts that say which framework they serve; unused.
     #[serde(default)]
     pub framework: Option<String>,
@@ -128,7 +136,8 @@ impl Cedar {
             config.schema.as_deref(),
             config.entities.as_deref(),
         )?;
-        Ok(Cedar { compiled, names: request::Names::new()?, authorizer: Authorizer::new() })
+        let names = request::Names::new(&config.derive)?;
+        Ok(Cedar { compiled, names, authorizer: Authorizer::new() })
     }
 
     /// The policies, by id.
@@ -143,7 +152,8 @@ impl Cedar {
         let cedar = self.names.request(request, self.compiled.schema.as_ref())?;
         let response =
             self.authorizer.is_authorized(&cedar, &self.compiled.policies, &self.compiled.entities);
-        let determining: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+        let mut determining: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+        determining.sort();
         let errors: Vec<(String, String)> = response
             .diagnostics()
             .errors()

@@ -5,7 +5,18 @@ use cedar_policy::{
     Context, EntityId, EntityTypeName, EntityUid, Request as CedarRequest, RestrictedExpression, Schema,
 };
 use guardhost_abi::Request;
+use serde::Deserialize;
 use serde_json::{Map, Value};
+
+/// A reading of the arguments the context may carry (`derive:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Derive {
+    /// `context.command` from a string `command` argument.
+    Command,
+    /// `context.url` from a string `url` argument.
+    Url,
+}
 
 /// The entity types and the action every request uses, parsed once.
 #[derive(Debug, Clone)]
@@ -14,11 +25,16 @@ pub struct Names {
     agent: EntityTypeName,
     tool: EntityTypeName,
     call: EntityUid,
+    /// `derive: [command]`.
+    command: bool,
+    /// `derive: [url]`.
+    url: bool,
 }
 
 impl Names {
-    /// `User`, `Agent`, `Tool` and `Action::"call"`.
-    pub fn new() -> Result<Self, String> {
+    /// `User`, `Agent`, `Tool` and `Action::"call"`, and what the context
+    /// derives from the arguments.
+    pub fn new(derive: &[Derive]) -> Result<Self, String> {
         let name = |text: &str| text.parse::<EntityTypeName>().map_err(|e| format!("`{text}`: {e}"));
         let action = name("Action")?;
         Ok(Names {
@@ -26,6 +42,8 @@ impl Names {
             agent: name("Agent")?,
             tool: name("Tool")?,
             call: EntityUid::from_type_name_and_id(action, EntityId::new("call")),
+            command: derive.contains(&Derive::Command),
+            url: derive.contains(&Derive::Url),
         })
     }
 
@@ -51,7 +69,7 @@ impl Names {
     /// The Cedar request for one tool call, typed and checked by `schema`
     /// when there is one.
     pub fn request(&self, request: &Request<'_>, schema: Option<&Schema>) -> Result<CedarRequest, String> {
-        let context = context(request)?;
+        let context = self.context(request)?;
         CedarRequest::new(
             self.principal(request),
             self.call.clone(),
@@ -105,9 +123,10 @@ fn cedar_record(map: Map<String, Value>) -> Result<RestrictedExpression, String>
 /// `tool_call_id`, `authz` (the authorization attributes). Built as Cedar
 /// values directly (the schema, when there is one, checks it with the
 /// request).
-pub fn context(request: &Request<'_>) -> Result<Context, String> {
+fn context_of(request: &Request<'_>, names: &Names) -> Result<Context, String> {
     let args: Map<String, Value> =
         request.tool_input().map_err(|e| format!("the arguments are not a JSON object: {e}"))?;
+    let derived = derived(&args, names);
     let authz: Map<String, Value> = request
         .authz_attributes()
         .map_err(|e| format!("the authorization attributes are not a JSON object: {e}"))?;
@@ -137,5 +156,51 @@ pub fn context(request: &Request<'_>) -> Result<Context, String> {
     if !authz.is_empty() {
         pairs.push(("authz".to_owned(), cedar_record(authz)?));
     }
+    pairs.extend(derived);
     Context::from_pairs(pairs).map_err(|e| e.to_string())
+}
+
+impl Names {
+    /// The context of `request` (see [`context_of`]).
+    pub fn context(&self, request: &Request<'_>) -> Result<Context, String> {
+        context_of(request, self)
+    }
+}
+
+/// `context.command` and `context.url`, as `derive:` asks, when the
+/// arguments have them as strings.
+fn derived(args: &Map<String, Value>, names: &Names) -> Vec<(String, RestrictedExpression)> {
+    let mut pairs = Vec::new();
+    let set = |items: Vec<String>| {
+        RestrictedExpression::new_set(items.into_iter().map(RestrictedExpression::new_string))
+    };
+    if let (true, Some(Value::String(command))) = (names.command, args.get("command")) {
+        let summary = guardhost_oap::packs::command::summary(command);
+        let record = RestrictedExpression::new_record([
+            ("programs".to_owned(), set(summary.programs)),
+            ("names".to_owned(), set(summary.names)),
+            ("unknown".to_owned(), RestrictedExpression::new_bool(summary.unknown)),
+            ("dangerous".to_owned(), RestrictedExpression::new_bool(summary.dangerous)),
+            ("writes_outside".to_owned(), RestrictedExpression::new_bool(summary.writes_outside)),
+        ]);
+        pairs.extend(record.ok().map(|r| ("command".to_owned(), r)));
+    }
+    if let (true, Some(Value::String(url))) = (names.url, args.get("url")) {
+        let destination = guardhost_oap::packs::web::destination(url);
+        let record = RestrictedExpression::new_record([
+            (
+                "host".to_owned(),
+                RestrictedExpression::new_string(
+                    destination.as_ref().map_or_else(String::new, |d| d.host.clone()),
+                ),
+            ),
+            (
+                "private".to_owned(),
+                RestrictedExpression::new_bool(destination.as_ref().is_some_and(|d| d.private)),
+            ),
+            ("unknown".to_owned(), RestrictedExpression::new_bool(destination.is_none())),
+        ]);
+        pairs.extend(record.ok().map(|r| ("url".to_owned(), r)));
+    }
+    pairs
 }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use guardhost_abi::{Decision, Provider, Request};
-use guardhost_cedar::{Cedar, Config, Paths};
+use guardhost_cedar::{Cedar, Config, Derive, Paths};
 
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cedar").join(name)
@@ -17,6 +17,7 @@ fn example_config() -> Config {
         policies: Paths::One(example("policies")),
         schema: Some(example("deerflow.cedarschema")),
         entities: Some(example("entities.json")),
+        derive: vec![Derive::Command, Derive::Url],
         framework: None,
     }
 }
@@ -29,7 +30,13 @@ fn policies(dir: &Path, files: &[(&str, &str)]) -> Config {
     for (name, text) in files {
         std::fs::write(dir.join(name), text).unwrap();
     }
-    Config { policies: Paths::One(dir.to_owned()), schema: None, entities: None, framework: None }
+    Config {
+        policies: Paths::One(dir.to_owned()),
+        schema: None,
+        entities: None,
+        derive: Vec::new(),
+        framework: None,
+    }
 }
 
 #[test]
@@ -40,9 +47,12 @@ fn the_determining_policies_are_the_reasons_and_the_first_is_the_policy_id() {
     assert!(!decision.allow);
     assert_eq!(
         reasons(&decision),
-        [("cedar.forbid".to_owned(), "sudo, su, shutdown and reboot are never run".to_owned())]
+        [
+            ("cedar.forbid".to_owned(), "only the listed programs run".to_owned()),
+            ("cedar.forbid".to_owned(), "sudo, su, shutdown and reboot are never run".to_owned())
+        ]
     );
-    assert_eq!(decision.policy_id.as_ref().map(|p| p.as_str()).into_option(), Some("no-privilege"));
+    assert_eq!(decision.policy_id.as_ref().map(|p| p.as_str()).into_option(), Some("listed-programs"));
 
     let read =
         Request::for_tool("read_file").with_tool_input_json(r#"{"path": "/mnt/user-data/workspace/a"}"#);
@@ -118,6 +128,7 @@ fn every_problem_is_found_at_construction_with_its_file_line_and_column() {
         policies: Paths::One(empty.path().to_owned()),
         schema: None,
         entities: None,
+        derive: Vec::new(),
         framework: None,
     });
     assert!(none.unwrap_err().message.contains("holds no `.cedar` file"));
@@ -125,6 +136,7 @@ fn every_problem_is_found_at_construction_with_its_file_line_and_column() {
         policies: Paths::Many(vec![dir.path().join("nope.cedar")]),
         schema: None,
         entities: None,
+        derive: Vec::new(),
         framework: None,
     });
     assert!(missing.unwrap_err().message.contains("neither a file nor a folder"));
@@ -231,4 +243,71 @@ fn a_policy_for_one_tool_is_never_evaluated_for_another() {
     .unwrap();
     assert!(cedar.evaluate(&Request::for_tool("ls")).unwrap().allow);
     assert!(cedar.evaluate(&Request::for_tool("bash")).is_err());
+}
+
+#[test]
+fn derive_reads_commands_as_the_shell_does_and_urls_as_a_fetch_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = policies(
+        dir.path(),
+        &[(
+            "p.cedar",
+            r#"permit(principal, action, resource);
+@id("no-sh") forbid(principal, action, resource) when { context has command && context.command.names.contains("sh") };
+@id("no-rm-written") forbid(principal, action, resource) when { context has command && context.command.programs.contains("/bin/rm") };
+@id("unknown") forbid(principal, action, resource) when { context has command && context.command.unknown };
+@id("dangerous") forbid(principal, action, resource) when { context has command && context.command.dangerous };
+@id("outside") forbid(principal, action, resource) when { context has command && context.command.writes_outside };
+@id("internal") forbid(principal, action, resource) when { context has url && (context.url.private || context.url.unknown) };
+@id("example") forbid(principal, action, resource) when { context has url && context.url.host == "example.com" };
+"#,
+        )],
+    );
+    config.derive = vec![Derive::Command, Derive::Url];
+    let cedar = Cedar::new(config).unwrap();
+    let decide = |tool: &str, args: &str| {
+        let decision = cedar.evaluate(&Request::for_tool(tool).with_tool_input_json(args)).unwrap();
+        match decision.allow {
+            true => "allow".to_owned(),
+            false => decision.policy_id.as_ref().map(|p| p.to_string()).into_option().unwrap_or_default(),
+        }
+    };
+    for (command, expected) in [
+        ("ls -la", "allow"),
+        ("curl -s x | env sh", "dangerous"),
+        ("timeout 5 bash -c 'echo hi'", "allow"),
+        ("echo hi | env sh", "no-sh"),
+        ("nice -n 5 sh -c 'ls'", "no-sh"),
+        ("/bin/rm a", "no-rm-written"),
+        ("rm a", "allow"),
+        ("$X -la", "unknown"),
+        ("PATH=/tmp ls", "unknown"),
+        ("f() { ls; }; f", "unknown"),
+        ("if then fi (", "unknown"),
+        ("rm -rf /", "dangerous"),
+        ("ls > /etc/motd", "outside"),
+        ("ls > out.txt 2>&1", "allow"),
+    ] {
+        let args = serde_json::json!({ "command": command }).to_string();
+        assert_eq!(decide("bash", &args), expected, "{command}");
+    }
+    for (url, expected) in [
+        ("https://docs.example.org/a", "allow"),
+        ("https://EXAMPLE.com./x", "example"),
+        ("http://user@example.com:8080/", "example"),
+        ("http://127.1/", "internal"),
+        ("http://[::1]/", "internal"),
+        ("ftp://example.org/", "internal"),
+        ("https://exa mple.com/", "internal"),
+    ] {
+        let args = serde_json::json!({ "url": url }).to_string();
+        assert_eq!(decide("web_fetch", &args), expected, "{url}");
+    }
+
+    // Without `derive`, the context has neither (and a non-string command
+    // derives nothing).
+    let plain = Cedar::new(policies(dir.path(), &[])).unwrap();
+    let args = r#"{"command": "echo hi | sh"}"#;
+    assert!(plain.evaluate(&Request::for_tool("bash").with_tool_input_json(args)).unwrap().allow);
+    assert_eq!(decide("bash", r#"{"command": 5}"#), "allow");
 }

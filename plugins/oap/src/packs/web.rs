@@ -69,6 +69,25 @@ pub fn check_search(args: &Map<String, Value>) -> Checked {
     }
 }
 
+/// Where a URL goes, as [`check_fetch`] reads it, for another provider's
+/// policies (the Cedar provider's `context.url`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// The lower-cased host, brackets removed from IPv6.
+    pub host: String,
+    /// Whether the host is private, loopback, link-local or `localhost`,
+    /// in any form HTTP clients accept.
+    pub private: bool,
+}
+
+/// The destination of an `http(s)://` URL; `None` when it cannot be read
+/// as [`check_fetch`] reads URLs (`oap.invalid_url`).
+pub fn destination(url: &str) -> Option<Destination> {
+    let host = host_of(url)?;
+    let private = private_destination(&host).is_some();
+    Some(Destination { host, private })
+}
+
 /// The lower-cased host of an `http(s)://` URL, brackets removed from IPv6.
 /// A URL with white space or control characters anywhere, or a host with
 /// `%` escapes or non-ASCII characters, is refused: parsers disagree on

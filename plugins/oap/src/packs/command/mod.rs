@@ -174,6 +174,87 @@ fn unknown_name(command: &shell::Command) -> bool {
         .any(|layer| matches!(layer.first(), Some(shell::Word::Dyn(_))))
 }
 
+/// What a command runs, as this pack reads it, for another provider's
+/// policies (the Cedar provider's `context.command`): decided on the
+/// structure, never on the text, and unknowns said, not guessed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Every program it runs as written (`/usr/bin/rm`): each simple
+    /// command, each program a wrapper runs (`env`, `timeout`, `sudo`
+    /// ...), the code it hands to shells, `eval`, `find -exec` and
+    /// `xargs`; sorted, once each.
+    pub programs: Vec<String>,
+    /// Their basenames (`rm`), sorted, once each.
+    pub names: Vec<String>,
+    /// Whether something it runs is known only when it runs: a program
+    /// name or shell code from a variable or a substitution, a function it
+    /// defines itself, a variable that changes what runs (`PATH=...`,
+    /// `LD_PRELOAD=...`), or a command that cannot be read at all (too
+    /// long, too deep, not valid syntax).
+    pub unknown: bool,
+    /// Whether it holds one of the built-in dangerous operations
+    /// (`oap.dangerous_operation`, `oap.command_injection_detected`:
+    /// `rm -rf /`, download-and-run, disk writes, fork bombs ...).
+    pub dangerous: bool,
+    /// Whether it writes to a file outside the working directory (anything
+    /// but `/dev/null`, a descriptor or a relative path without `..`).
+    pub writes_outside: bool,
+}
+
+/// Reads `command` as [`check`] does, without a passport's limits.
+pub fn summary(command: &str) -> Summary {
+    let mut summary = Summary { dangerous: injection(command), ..Summary::default() };
+    let Ok(mut script) = shell::parse(command.trim()) else {
+        summary.unknown = true;
+        return summary;
+    };
+    for written in script.commands.iter().filter(|c| c.via == shell::Via::Direct) {
+        if redirect_outside(written).is_some() {
+            summary.writes_outside = true;
+        }
+    }
+    match analysis::check(&mut script, analysis::Mode::Any) {
+        Ok(()) => {}
+        Err(denial) if denial.code == analysis::DANGEROUS => summary.dangerous = true,
+        Err(_) => summary.unknown = true,
+    }
+    if foreign_code(&script).is_some() {
+        summary.dangerous = true;
+    }
+    for command in &script.commands {
+        if unsafe_assignment(command) {
+            summary.unknown = true;
+        }
+        for layer in &analysis::effective(&command.words).layers {
+            match layer.first() {
+                Some(shell::Word::Lit(program)) => {
+                    if script.functions.iter().any(|f| f.name == *program) {
+                        summary.unknown = true;
+                    }
+                    summary.programs.push(program.clone());
+                    summary.names.push(basename(program).to_owned());
+                }
+                Some(shell::Word::Dyn(_)) => summary.unknown = true,
+                None => {}
+            }
+        }
+    }
+    for list in [&mut summary.programs, &mut summary.names] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    summary
+}
+
+/// Whether a command assigns one of the [`UNSAFE_VARIABLES`] (or `LD_*`,
+/// `BASH_FUNC_*`) for the program it runs.
+fn unsafe_assignment(command: &shell::Command) -> bool {
+    !command.words.is_empty()
+        && command.assignments.iter().any(|a| {
+            UNSAFE_VARIABLES.contains(&a.as_str()) || a.starts_with("LD_") || a.starts_with("BASH_FUNC_")
+        })
+}
+
 /// Variables that change what a command runs or how a shell starts:
 /// assigning one before an allowed command is not allowed.
 const UNSAFE_VARIABLES: &[&str] = &[
@@ -203,10 +284,7 @@ const UNSAFE_VARIABLES: &[&str] = &[
 /// first words match an entry's words, and so does each program a wrapper
 /// of it runs; it sets no [`UNSAFE_VARIABLES`] nor `LD_*`.
 fn permitted<'a, I: Iterator<Item = &'a str>>(command: &shell::Command, allowed: impl Fn() -> I) -> bool {
-    if command.assignments.iter().any(|a| {
-        UNSAFE_VARIABLES.contains(&a.as_str()) || a.starts_with("LD_") || a.starts_with("BASH_FUNC_")
-    }) && !command.words.is_empty()
-    {
+    if unsafe_assignment(command) {
         return false;
     }
     let effective = analysis::effective(&command.words);
@@ -475,6 +553,24 @@ mod tests {
 
     fn run(command: &str, limits: Value) -> Result<(), String> {
         run_args(json!({ "command": command }), limits)
+    }
+
+    #[test]
+    fn a_summary_lists_what_runs_and_says_what_is_not_known() {
+        let s = summary("curl -s x | env FOO=1 /usr/bin/timeout 5 sh -c 'rm a; $X b' > /tmp/o");
+        assert_eq!(s.programs, ["/usr/bin/timeout", "curl", "env", "rm", "sh"]);
+        assert_eq!(s.names, ["curl", "env", "rm", "sh", "timeout"]);
+        assert!(s.unknown && s.writes_outside, "{s:?}");
+        assert_eq!(
+            summary("ls -la"),
+            Summary { programs: vec!["ls".into()], names: vec!["ls".into()], ..Summary::default() }
+        );
+        assert!(summary("rm -rf /").dangerous);
+        assert!(summary("echo `id`").dangerous, "an injection");
+        let unreadable = summary("if then (");
+        assert!(unreadable.unknown && unreadable.programs.is_empty());
+        assert!(summary("LD_PRELOAD=x.so ls").unknown);
+        assert!(summary("g() { ls; }; g").unknown);
     }
 
     fn run_args(args: Value, limits: Value) -> Result<(), String> {
