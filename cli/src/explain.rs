@@ -13,7 +13,7 @@ use guardhost::middleware::StepAnswer;
 use guardhost::outcome::outcome_of;
 use guardhost::GuardrailDecision;
 #[cfg(feature = "cedar")]
-use guardhost::{GuardrailRequest, LoadedConfig, ProviderSpec};
+use guardhost::{GuardrailRequest, ProviderSpec};
 
 use crate::error::CliError;
 use crate::eval::CallArgs;
@@ -37,7 +37,7 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     let explained = guardrail.middleware.explain(&call).map_err(|e| CliError::Usage(e.to_string()))?;
     outln!("call: tool '{tool}' with {}", serde_json::Value::Object(call.tool_call.args.clone()))?;
     #[cfg(feature = "cedar")]
-    let specs = specs(&config);
+    let specs = config.guard_specs();
     for (number, (step, info)) in explained.steps.iter().zip(&guardrail.entries).enumerate() {
         let kind = match step.kind {
             guardhost::GuardKind::Authorization => "authorization",
@@ -67,15 +67,6 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     let by = by.map_or_else(String::new, |by| format!(", decided by {by}"));
     outln!("result: {}{by}", said(&explained.decision, explained.provider_error))?;
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(feature = "cedar")]
-/// The specs of the guards, in the order the middleware asks them.
-fn specs(config: &LoadedConfig) -> Vec<&ProviderSpec> {
-    let authorization = &config.authorization;
-    let first = authorization.enabled.then_some(authorization.provider.as_ref()).flatten();
-    let guardrails = if config.guardrails.enabled { config.guardrails.entries() } else { &[] };
-    first.into_iter().chain(guardrails).collect()
 }
 
 /// A decision in a line: its outcome, first reason and policy.

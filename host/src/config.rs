@@ -511,6 +511,17 @@ impl LoadedConfig {
             .expect("the embedded default config is valid")
     }
 
+    /// The provider specs of the guards it installs, in the order the
+    /// middleware asks them: the `authorization:` provider (when enabled),
+    /// then each `guardrails:` entry (when enabled). The same order as
+    /// [`crate::Guardrail::entries`].
+    pub fn guard_specs(&self) -> Vec<&ProviderSpec> {
+        let authorization = &self.authorization;
+        let first = authorization.enabled.then_some(authorization.provider.as_ref()).flatten();
+        let guardrails = if self.guardrails.enabled { self.guardrails.entries() } else { &[] };
+        first.into_iter().chain(guardrails).collect()
+    }
+
     /// Why this config installs no guardrail (`None` when it installs one):
     /// the file has no section, `enabled` is false, or no provider is set.
     pub fn unguarded_reason(&self) -> Option<&'static str> {

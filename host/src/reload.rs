@@ -143,12 +143,8 @@ fn collect(path: &Path, files: &mut Vec<(PathBuf, Stamp)>, depth: usize) {
 /// The data files of every provider of `config`: each entry's path-key
 /// values, joined to the config file's folder (`~/...` left alone).
 fn data_roots(config: &LoadedConfig, guardrail: &Guardrail) -> Vec<PathBuf> {
-    let authorization = &config.authorization;
-    let first = authorization.enabled.then_some(authorization.provider.as_ref()).flatten();
-    let guardrails = if config.guardrails.enabled { config.guardrails.entries() } else { &[] };
-    let specs = first.into_iter().chain(guardrails);
     let mut roots = Vec::new();
-    for (spec, info) in specs.zip(&guardrail.entries) {
+    for (spec, info) in config.guard_specs().into_iter().zip(&guardrail.entries) {
         for key in &info.path_keys {
             let values = match spec.config.get(key) {
                 Some(serde_json::Value::String(path)) => vec![path.as_str()],
