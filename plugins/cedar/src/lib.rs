@@ -176,10 +176,12 @@ impl Cedar {
         })
     }
 
-    fn reason(&self, id: &PolicyId, verb: &str) -> String {
-        match self.compiled.policies.policy(id).and_then(|p| p.annotation("reason")) {
-            Some(reason) => reason.to_owned(),
-            None => format!("{verb} by policy {id}"),
+    /// A determining policy's id and the reason it gives.
+    fn reason(&self, id: &PolicyId, verb: &str) -> (String, String) {
+        match self.compiled.named.get(id) {
+            Some((name, Some(reason))) => (name.clone(), reason.clone()),
+            Some((name, None)) => (name.clone(), format!("{verb} by policy {name}")),
+            None => (id.to_string(), format!("{verb} by policy {id}")),
         }
     }
 }
@@ -215,13 +217,15 @@ impl Provider for Cedar {
             CedarDecision::Allow => (Decision::allow(), "cedar.permit", "permitted"),
             CedarDecision::Deny => (Decision::deny(), "cedar.forbid", "forbidden"),
         };
-        let mut determining: Vec<&PolicyId> = diagnostics.reason().collect();
-        determining.sort();
-        for id in &determining {
-            decision = decision.with_reason(code, self.reason(id, verb));
+        let mut determining: Vec<(String, String)> =
+            diagnostics.reason().map(|id| self.reason(id, verb)).collect();
+        determining.sort_unstable();
+        let first = determining.first().map(|(id, _)| id.clone());
+        for (_, reason) in determining {
+            decision = decision.with_reason(code, reason);
         }
-        match determining.first() {
-            Some(first) => Ok(decision.with_policy_id(first.to_string())),
+        match first {
+            Some(first) => Ok(decision.with_policy_id(first)),
             None => Ok(decision.with_reason(
                 "cedar.no_permit",
                 format!("no policy permits tool '{}' for this caller", request.tool_name()),

@@ -27,6 +27,9 @@ pub struct Compiled {
     pub by_tool: HashMap<String, PolicySet>,
     /// The policies whose scope names no single tool.
     pub unscoped: PolicySet,
+    /// Each policy's id as text and its `@reason("...")`, if any, read
+    /// once (Cedar parses an annotation's name on every lookup).
+    pub named: HashMap<PolicyId, (String, Option<String>)>,
 }
 
 impl Compiled {
@@ -242,5 +245,9 @@ pub fn compile(
         return Err(problems.join("\n"));
     }
     let (by_tool, unscoped) = slice(&policies, &entities)?;
-    Ok(Compiled { policies, schema, entities, origins, by_tool, unscoped })
+    let named = policies
+        .policies()
+        .map(|p| (p.id().clone(), (p.id().to_string(), p.annotation("reason").map(str::to_owned))))
+        .collect();
+    Ok(Compiled { policies, schema, entities, origins, by_tool, unscoped, named })
 }
