@@ -55,6 +55,7 @@
 
 mod policies;
 mod request;
+mod shape;
 
 use std::path::PathBuf;
 

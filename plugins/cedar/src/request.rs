@@ -8,6 +8,8 @@ use guardhost_abi::Request;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::shape::{self, Known};
+
 /// A reading of the arguments the context may carry (`derive:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -19,7 +21,7 @@ pub enum Derive {
 }
 
 /// The entity types and the action every request uses, parsed once.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Names {
     user: EntityTypeName,
     agent: EntityTypeName,
@@ -29,6 +31,8 @@ pub struct Names {
     command: bool,
     /// `derive: [url]`.
     url: bool,
+    /// The request shapes the schema accepted.
+    known: Known,
 }
 
 impl Names {
@@ -44,21 +48,19 @@ impl Names {
             call: EntityUid::from_type_name_and_id(action, EntityId::new("call")),
             command: derive.contains(&Derive::Command),
             url: derive.contains(&Derive::Url),
+            known: Known::default(),
         })
     }
 
-    /// The principal: `User::"<user_id>"` when the context names a user,
-    /// else `Agent::"<agent_id>"` (the configured passport), else
-    /// `Agent::"anonymous"`.
-    pub fn principal(&self, request: &Request<'_>) -> EntityUid {
-        let (kind, id) =
-            match (request.user_id().filter(|u| !u.is_empty()), request.agent_id().filter(|a| !a.is_empty()))
-            {
-                (Some(user), _) => (&self.user, user),
-                (None, Some(agent)) => (&self.agent, agent),
-                (None, None) => (&self.agent, "anonymous"),
-            };
-        EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id))
+    /// The principal's type and id: `User::"<user_id>"` when the context
+    /// names a user, else `Agent::"<agent_id>"` (the configured passport),
+    /// else `Agent::"anonymous"`.
+    fn principal_of<'r>(&self, request: &'r Request<'_>) -> (&EntityTypeName, &'r str) {
+        match (request.user_id().filter(|u| !u.is_empty()), request.agent_id().filter(|a| !a.is_empty())) {
+            (Some(user), _) => (&self.user, user),
+            (None, Some(agent)) => (&self.agent, agent),
+            (None, None) => (&self.agent, "anonymous"),
+        }
     }
 
     /// `Tool::"<name>"`.
@@ -67,17 +69,32 @@ impl Names {
     }
 
     /// The Cedar request for one tool call, typed and checked by `schema`
-    /// when there is one.
+    /// when there is one: by Cedar the first time a request of its shape
+    /// comes (`crate::shape`), by looking the shape up after that.
     pub fn request(&self, request: &Request<'_>, schema: Option<&Schema>) -> Result<CedarRequest, String> {
-        let context = self.context(request)?;
-        CedarRequest::new(
-            self.principal(request),
+        let (kind, id) = self.principal_of(request);
+        let mut shape = schema.map(|_| {
+            let mut shape = String::with_capacity(128);
+            shape::name(&mut shape, if *kind == self.user { "User" } else { "Agent" });
+            shape::name(&mut shape, id);
+            shape::name(&mut shape, request.tool_name());
+            shape
+        });
+        let context = context_of(request, self, shape.as_mut())?;
+        let unchecked = shape.as_deref().is_some_and(|shape| self.known.contains(shape));
+        let check = if unchecked { None } else { schema };
+        let cedar = CedarRequest::new(
+            EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id)),
             self.call.clone(),
             self.tool(request.tool_name()),
             context,
-            schema,
+            check,
         )
-        .map_err(|_| not_in_schema(request))
+        .map_err(|_| not_in_schema(request))?;
+        if let (Some(shape), false) = (shape, unchecked) {
+            self.known.insert(shape);
+        }
+        Ok(cedar)
     }
 }
 
@@ -123,13 +140,25 @@ fn cedar_record(map: Map<String, Value>) -> Result<RestrictedExpression, String>
 /// `tool_call_id`, `authz` (the authorization attributes). Built as Cedar
 /// values directly (the schema, when there is one, checks it with the
 /// request).
-fn context_of(request: &Request<'_>, names: &Names) -> Result<Context, String> {
+/// With `shape`, writes the context's shape there too (`crate::shape`).
+fn context_of(
+    request: &Request<'_>,
+    names: &Names,
+    mut shape: Option<&mut String>,
+) -> Result<Context, String> {
     let args: Map<String, Value> =
         request.tool_input().map_err(|e| format!("the arguments are not a JSON object: {e}"))?;
-    let derived = derived(&args, names);
+    let mut derived_shape = shape.as_ref().map(|_| String::new());
+    let derived = derived(&args, names, derived_shape.as_mut());
     let authz: Map<String, Value> = request
         .authz_attributes()
         .map_err(|e| format!("the authorization attributes are not a JSON object: {e}"))?;
+    if let Some(out) = shape.as_deref_mut() {
+        // The attributes always there, in the order they are pushed below.
+        out.push_str("{tool s args ");
+        shape::record(out, args.iter());
+        out.push_str(" is_subagent b is_internal b time s");
+    }
     let text = |value: &str| RestrictedExpression::new_string(value.to_owned());
     let mut pairs = vec![
         ("tool".to_owned(), text(request.tool_name())),
@@ -150,32 +179,48 @@ fn context_of(request: &Request<'_>, names: &Names) -> Result<Context, String> {
         ("tool_call_id", request.tool_call_id()),
     ] {
         if let Some(value) = value {
+            if let Some(out) = shape.as_deref_mut() {
+                out.push(' ');
+                shape::name(out, key);
+            }
             pairs.push((key.to_owned(), text(value)));
         }
     }
     if !authz.is_empty() {
+        if let Some(out) = shape.as_deref_mut() {
+            out.push_str(" authz ");
+            shape::record(out, authz.iter());
+        }
         pairs.push(("authz".to_owned(), cedar_record(authz)?));
     }
     pairs.extend(derived);
-    Context::from_pairs(pairs).map_err(|e| e.to_string())
-}
-
-impl Names {
-    /// The context of `request` (see [`context_of`]).
-    pub fn context(&self, request: &Request<'_>) -> Result<Context, String> {
-        context_of(request, self)
+    if let (Some(out), Some(derived)) = (shape, derived_shape) {
+        out.push_str(&derived);
+        out.push('}');
     }
+    Context::from_pairs(pairs).map_err(|e| e.to_string())
 }
 
 /// `context.command` and `context.url`, as `derive:` asks, when the
 /// arguments have them as strings.
-fn derived(args: &Map<String, Value>, names: &Names) -> Vec<(String, RestrictedExpression)> {
+fn derived(
+    args: &Map<String, Value>,
+    names: &Names,
+    mut shape: Option<&mut String>,
+) -> Vec<(String, RestrictedExpression)> {
     let mut pairs = Vec::new();
     let set = |items: Vec<String>| {
         RestrictedExpression::new_set(items.into_iter().map(RestrictedExpression::new_string))
     };
     if let (true, Some(Value::String(command))) = (names.command, args.get("command")) {
         let summary = guardhost_oap::packs::command::summary(command);
+        if let Some(out) = shape.as_deref_mut() {
+            out.push_str(" command {programs ");
+            shape::strings(out, summary.programs.is_empty());
+            out.push_str(" names ");
+            shape::strings(out, summary.names.is_empty());
+            out.push_str(" unknown b dangerous b writes_outside b}");
+        }
         let record = RestrictedExpression::new_record([
             ("programs".to_owned(), set(summary.programs)),
             ("names".to_owned(), set(summary.names)),
@@ -187,6 +232,9 @@ fn derived(args: &Map<String, Value>, names: &Names) -> Vec<(String, RestrictedE
     }
     if let (true, Some(Value::String(url))) = (names.url, args.get("url")) {
         let destination = guardhost_oap::packs::web::destination(url);
+        if let Some(out) = shape {
+            out.push_str(" url {host s private b unknown b}");
+        }
         let record = RestrictedExpression::new_record([
             (
                 "host".to_owned(),

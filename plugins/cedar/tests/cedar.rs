@@ -232,6 +232,36 @@ fn a_call_the_schema_cannot_type_is_an_error_that_quotes_no_value() {
 }
 
 #[test]
+fn a_shape_the_schema_accepted_is_not_checked_again_and_nothing_else_passes_unchecked() {
+    // The schema's check is remembered by the request's shape (principal,
+    // tool, attribute names and value types): every call here comes after
+    // a call of an accepted shape, and each that does not fit is refused.
+    let cedar = Cedar::new(example_config()).unwrap();
+    let read = |args: &str, user: Option<&str>| {
+        let mut request = Request::for_tool("read_file").with_tool_input_json(args);
+        if let Some(user) = user {
+            request.user_id = abi_stable::std_types::ROption::RSome(user.into());
+        }
+        cedar.evaluate(&request).map(|d| d.allow).map_err(|e| e.message.to_string())
+    };
+    for _ in 0..3 {
+        assert_eq!(read(r#"{"path": "/mnt/user-data/a"}"#, None), Ok(true));
+        // The same shape, other values: decided on the values.
+        assert_eq!(read(r#"{"path": "/etc/shadow"}"#, None), Ok(false));
+        assert_eq!(read(r#"{"path": "/mnt/user-data/a", "start_line": 1}"#, None), Ok(true));
+        // An attribute the schema does not declare; a value of another type;
+        // an integer where a string goes, a number that is not an integer
+        // where an integer goes.
+        assert!(read(r#"{"path": "/mnt/user-data/a", "token": "x"}"#, None).is_err());
+        assert!(read(r#"{"path": 7}"#, None).is_err());
+        assert!(read(r#"{"path": "/mnt/user-data/a", "start_line": 1.5}"#, None).is_err());
+        assert!(read(r#"{"path": ["/mnt/user-data/a"]}"#, None).is_err());
+        // Another principal: its own first check.
+        assert_eq!(read(r#"{"path": "/mnt/user-data/a"}"#, Some("alice")), Ok(true));
+    }
+}
+
+#[test]
 fn a_policy_for_one_tool_is_never_evaluated_for_another() {
     // The forbid for `bash` cannot be evaluated (no `path`): a call of
     // another tool is decided without it.
