@@ -2,7 +2,8 @@
 //! `eval`, `run`, `conformance` and `bench`, with the permission rule read
 //! from access-control lists (nothing accepted); a cut-short `.dll`; the shared-memory
 //! transport refused; `isolation: process` over pipes, containing a crash
-//! and a hang. Built and run only for Windows (`scripts/test-windows` runs
+//! and a hang; an in-process provider's `exit` ending the command with
+//! status 5. Built and run only for Windows (`scripts/test-windows` runs
 //! them under wine); on other systems this file is empty.
 #![cfg(windows)]
 
@@ -205,6 +206,38 @@ fn a_provider_process_that_crashes_or_hangs_is_contained() {
         }
     }
     assert!(stderr(&out).contains("unanswered for 2000 ms"), "the hang is named: {}", stderr(&out));
+}
+
+/// A provider in the host's process that calls `exit` (`ExitProcess` on
+/// Windows) ends the command with status 5 and says what was left, as on
+/// Linux: the exit sentinel DLL sees the process end.
+#[test]
+fn a_provider_that_calls_exit_in_process_ends_the_command_with_status_5() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = use_of("guardhost_test_providers", "FaultyProvider");
+    let path = config(dir.path(), &faulty, "");
+    let out = guardhost(&["eval", "--config", text(&path), "--tool", "exit"]);
+    assert_eq!(out.status.code(), Some(5), "exit 0 would read as allowed: {}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("guardhost eval: the provider ended the process (it called exit) before deciding"),
+        "{}",
+        stderr(&out)
+    );
+    // A normal end is untouched.
+    let out = guardhost(&["eval", "--config", text(&path), "--tool", "ls"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let calls =
+        b"{\"name\":\"ls\",\"id\":\"a\"}\n{\"name\":\"exit\",\"id\":\"b\"}\n{\"name\":\"ls\",\"id\":\"c\"}\n";
+    let out = guardhost_with(&["run", "--config", text(&path), "--output", "decisions"], calls);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("while deciding line 2; every line before it was answered"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(json_lines(&out).len(), 1, "the answer before the exit is not lost: {}", stdout(&out));
 }
 
 /// `run --watch` loads a private copy of the library, so the `.dll` it
