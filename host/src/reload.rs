@@ -126,8 +126,17 @@ impl Data {
 /// loop must not hang the watcher).
 const MAX_DEPTH: usize = 16;
 
-/// `path` and, when it is a folder, every entry under it, sorted.
+/// The most files and folders looked at for one guardrail at each poll: a
+/// path key that names a huge tree (or a link loop) costs at most this many
+/// `stat`s a poll; a change past them is seen when the config changes.
+const MAX_FILES: usize = 4096;
+
+/// `path` and, when it is a folder, every entry under it, sorted (at most
+/// [`MAX_FILES`] in all).
 fn collect(path: &Path, files: &mut Vec<(PathBuf, Stamp)>, depth: usize) {
+    if files.len() >= MAX_FILES {
+        return;
+    }
     files.push((path.to_path_buf(), Stamp::of(path)));
     if depth >= MAX_DEPTH || !path.is_dir() {
         return;
@@ -349,5 +358,30 @@ impl Reloader {
                 ),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Data, MAX_FILES};
+
+    #[test]
+    fn a_data_folder_is_every_file_under_it_up_to_a_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/b.cedar"), "x").unwrap();
+        std::fs::write(dir.path().join("a.cedar"), "x").unwrap();
+        let data = Data::of(vec![dir.path().to_path_buf()]);
+        let names: Vec<_> =
+            data.files.iter().map(|(p, _)| p.strip_prefix(dir.path()).unwrap().to_owned()).collect();
+        assert_eq!(names, ["", "a.cedar", "sub", "sub/b.cedar"].map(std::path::PathBuf::from));
+        // A file added deep down is a change.
+        std::fs::write(dir.path().join("sub/c.cedar"), "x").unwrap();
+        assert_ne!(Data::of(vec![dir.path().to_path_buf()]), data);
+
+        for n in 0..MAX_FILES + 10 {
+            std::fs::write(dir.path().join(format!("many-{n}")), "").unwrap();
+        }
+        assert_eq!(Data::of(vec![dir.path().to_path_buf()]).files.len(), MAX_FILES);
     }
 }
