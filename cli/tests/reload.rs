@@ -149,17 +149,21 @@ fn run_watch_follows_the_config_file() {
 }
 
 /// A Cedar entry (the library this test build made) over a folder of
-/// policies.
-fn cedar_config(dir: &Path) -> std::path::PathBuf {
-    std::fs::create_dir_all(dir.join("policies/more")).unwrap();
-    write(
+/// policies that permits everything (`all.cedar`): the config file and
+/// the folder.
+fn cedar_config(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let policies = dir.join("policies");
+    std::fs::create_dir_all(policies.join("more")).unwrap();
+    write(&policies, "all.cedar", PERMIT_ALL);
+    let config = write(
         dir,
         "config.yaml",
         &format!(
             "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    config: {{policies: policies/}}\n",
             support::use_of("guardhost_cedar", "CedarGuardrailProvider")
         ),
-    )
+    );
+    (config, policies)
 }
 
 const PERMIT_ALL: &str = "@id(\"all\")\npermit(principal, action, resource);\n";
@@ -171,9 +175,7 @@ fn forbid(tool: &str) -> String {
 #[test]
 fn a_policy_file_changed_added_or_removed_reloads_and_a_broken_one_keeps_the_old_policies() {
     let dir = tempfile::tempdir().unwrap();
-    let path = cedar_config(dir.path());
-    let policies = dir.path().join("policies");
-    write(&policies, "all.cedar", PERMIT_ALL);
+    let (path, policies) = cedar_config(dir.path());
     let bash = write(&policies, "bash.cedar", &forbid("bash"));
     let reloader = Reloader::open(&path).unwrap();
     assert!(!allowed(&reloader, "bash") && allowed(&reloader, "ls"));
@@ -209,9 +211,7 @@ fn a_policy_file_changed_added_or_removed_reloads_and_a_broken_one_keeps_the_old
 #[test]
 fn run_watch_follows_the_policy_files() {
     let dir = tempfile::tempdir().unwrap();
-    let path = cedar_config(dir.path());
-    let policies = dir.path().join("policies");
-    write(&policies, "all.cedar", PERMIT_ALL);
+    let (path, policies) = cedar_config(dir.path());
     let mut host = Watched::start(&path, Stdio::null());
     assert_eq!(host.ask("bash").status, ToolStatus::Success);
     rewrite(&policies.join("bash.cedar"), &forbid("bash"));
