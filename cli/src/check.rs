@@ -72,6 +72,12 @@ pub fn run(config_path: Option<&Path>, require_guardrail: bool) -> Result<ExitCo
             config.base_dir.display()
         )?;
     }
+    if !info.unread_inputs.is_empty() {
+        outln!("not read:         {} (declared; not prepared for it)", info.unread_inputs.join(", "))?;
+    }
+    if info.never_blocks {
+        outln!("blocks:           never (declared; decided where nothing may wait)")?;
+    }
     outln!("fail_closed:      {}", guardrail.middleware.fail_closed())?;
     match guardrail.middleware.mode() {
         guardhost::Mode::Enforce => outln!("mode:             enforce (denials block calls)")?,

@@ -267,6 +267,8 @@ mod tests {
             framework_injected: false,
             volatile_metadata_keys: Vec::new(),
             path_keys: Vec::new(),
+            unread_inputs: Vec::new(),
+            never_blocks: false,
             timeout_ms: None,
             isolation,
             transport: None,

@@ -40,9 +40,11 @@ fn check_describes_the_embedded_default() {
         "guardrail:        installed",
         "provider:         allowlist",
         "source:           built-in (AllowlistProvider)",
-        "abi:              1.2",
+        "abi:              1.3",
         "accepted keys:    allowed_tools, denied_tools",
         "framework:        not injected",
+        "not read:         tool_input, authz_attributes, attribution (declared; not prepared for it)",
+        "blocks:           never (declared; decided where nothing may wait)",
         "fail_closed:      true",
         "passport:         (none)",
     ] {

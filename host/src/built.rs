@@ -81,6 +81,15 @@ pub struct ProviderInfo {
     /// relative values were joined to the config file's directory.
     #[serde(default)]
     pub path_keys: Vec<String>,
+    /// The parts of a request the provider declares it never reads (ABI
+    /// 1.3: `tool_input`, `authz_attributes`, `attribution`); it is handed
+    /// `""` or the defaults for each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread_inputs: Vec<String>,
+    /// Whether the provider declares that every evaluation returns at once
+    /// (ABI 1.3: no I/O, no waiting).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub never_blocks: bool,
     /// The per-call limit in milliseconds, when there is one
     /// (`provider.timeout_ms`, or its default with `isolation: process`).
     pub timeout_ms: Option<u64>,

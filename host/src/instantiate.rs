@@ -231,6 +231,16 @@ impl Descriptor {
         }
     }
 
+    /// What the provider declares about its evaluations: bits of
+    /// [`guardhost_abi::declarations`] (ABI 1.3; none for an older library
+    /// or a C one).
+    pub fn declarations(&self) -> u32 {
+        match self.kind() {
+            Ok(factory) => factory.declarations(),
+            Err(_) => 0,
+        }
+    }
+
     /// `config` with the relative string values of [`Descriptor::path_keys`]
     /// (a string, or each string of a list) joined to `base_dir` (the
     /// config file's directory), so every relative
@@ -269,11 +279,32 @@ impl Descriptor {
         &self,
         config: &Map<String, Value>,
     ) -> Result<Arc<dyn GuardrailProvider>, ProviderFailure> {
+        self.construct_handed(config, self.declarations())
+    }
+
+    /// As [`Descriptor::construct_raw`], but the provider is handed every
+    /// part of each request, whatever it declares it does not read (and
+    /// treated as if it may block): the conformance kit decides the same
+    /// calls with both to check the declarations.
+    pub fn construct_raw_reading_everything(
+        &self,
+        config: &Map<String, Value>,
+    ) -> Result<Arc<dyn GuardrailProvider>, ProviderFailure> {
+        self.construct_handed(config, 0)
+    }
+
+    fn construct_handed(
+        &self,
+        config: &Map<String, Value>,
+        declarations: u32,
+    ) -> Result<Arc<dyn GuardrailProvider>, ProviderFailure> {
         match self.kind() {
             Ok(factory) => {
                 let json = Value::Object(config.clone()).to_string();
                 match (factory.construct())(RStr::from_str(&json)) {
-                    RResult::ROk(object) => Ok(Arc::new(AbiProvider::new(object))),
+                    RResult::ROk(object) => {
+                        Ok(Arc::new(AbiProvider::new(object).with_declarations(declarations)))
+                    }
                     RResult::RErr(error) => Err(failure(error)),
                 }
             }
@@ -324,6 +355,8 @@ impl Descriptor {
             framework_injected,
             volatile_metadata_keys: self.volatile_metadata_keys(),
             path_keys: self.path_keys(),
+            unread_inputs: unread_input_names(self.declarations()),
+            never_blocks: self.declarations() & guardhost_abi::declarations::NEVER_BLOCKS != 0,
             timeout_ms: None,
             isolation: Isolation::InProcess,
             transport: None,
@@ -331,4 +364,19 @@ impl Descriptor {
         };
         Ok(LoadedProvider { provider, info })
     }
+}
+
+/// The inputs that `declarations` say are never read, as
+/// [`ProviderInfo::unread_inputs`] lists them.
+fn unread_input_names(declarations: u32) -> Vec<String> {
+    use guardhost_abi::declarations::{NO_ATTRIBUTION, NO_AUTHZ_ATTRIBUTES, NO_TOOL_INPUT};
+    [
+        (NO_TOOL_INPUT, "tool_input"),
+        (NO_AUTHZ_ATTRIBUTES, "authz_attributes"),
+        (NO_ATTRIBUTION, "attribution"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| declarations & bit != 0)
+    .map(|(_, name)| name.to_owned())
+    .collect()
 }

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use abi_stable::std_types::{ROption, RResult, RStr};
-use guardhost_abi::{Decision, ErrorKind, ProviderBox, ProviderError, Request};
+use guardhost_abi::{declarations, Decision, ErrorKind, ProviderBox, ProviderError, Request};
 use serde_json::{Map, Value};
 
 use crate::request::{CallView, GuardrailDecision, GuardrailReason, GuardrailRequest};
@@ -61,14 +61,15 @@ impl ProviderFailure {
 /// package does).
 pub fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
-    let waker = crate::wait::thread_waker();
-    let mut cx = std::task::Context::from_waker(&waker);
-    loop {
-        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
+    crate::wait::with_thread_waker(|waker| {
+        let mut cx = std::task::Context::from_waker(waker);
+        loop {
+            if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+                return output;
+            }
+            std::thread::park();
         }
-        std::thread::park();
-    }
+    })
 }
 
 /// Asks `provider` on this thread, on the sync path or (driven here) the
@@ -126,12 +127,36 @@ pub trait GuardrailProvider: Send + Sync {
         let _ = call;
         None
     }
+
+    /// Whether the provider reads the tool's arguments (by default, yes).
+    /// A caller that would have to convert them for the provider alone
+    /// (the Python package) may pass empty ones when this is `false`.
+    fn reads_tool_input(&self) -> bool {
+        true
+    }
+
+    /// Whether the provider reads anything of a request beyond the tool's
+    /// name and arguments (the attributes and the attribution; by default,
+    /// yes). A caller may leave them at their defaults when this is `false`.
+    fn reads_attribution(&self) -> bool {
+        true
+    }
+
+    /// Whether every evaluation decides from memory and returns at once
+    /// (by default, no: it may wait). A caller may then call it where it
+    /// would not call code that can wait (the Python package keeps the
+    /// interpreter's lock).
+    fn never_blocks(&self) -> bool {
+        false
+    }
 }
 
 /// A provider behind the stable ABI.
 pub struct AbiProvider {
     object: ProviderBox,
     name: String,
+    /// What the provider declares: bits of [`guardhost_abi::declarations`].
+    declared: u32,
 }
 
 impl std::fmt::Debug for AbiProvider {
@@ -144,9 +169,25 @@ impl AbiProvider {
     /// Wraps a constructed provider.
     pub fn new(object: ProviderBox) -> Self {
         let name = object.name().as_str().to_owned();
-        AbiProvider { object, name }
+        AbiProvider { object, name, declared: 0 }
+    }
+
+    /// The same provider, taken at its word: `declarations` (bits of
+    /// [`guardhost_abi::declarations`]) name the parts of a request it is
+    /// not handed, and whether it never blocks.
+    pub fn with_declarations(self, declarations: u32) -> Self {
+        AbiProvider { declared: declarations, ..self }
+    }
+
+    /// Whether the provider reads any of the inputs of `unread` (bits
+    /// `NO_...`).
+    fn reads(&self, unread: u32) -> bool {
+        self.declared & unread != unread
     }
 }
+
+/// The text a provider is handed for an input it declares it never reads.
+const NOT_PASSED: &str = "";
 
 /// A map as JSON text; an empty one (the common case) costs no allocation.
 fn object_text(map: &Map<String, Value>) -> Cow<'static, str> {
@@ -314,20 +355,69 @@ impl GuardrailProvider for AbiProvider {
     fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
         Some(Box::pin(self.adecide(call)))
     }
+
+    fn reads_tool_input(&self) -> bool {
+        self.reads(declarations::NO_TOOL_INPUT)
+    }
+
+    fn reads_attribution(&self) -> bool {
+        self.reads(declarations::NO_AUTHZ_ATTRIBUTES | declarations::NO_ATTRIBUTION)
+    }
+
+    fn never_blocks(&self) -> bool {
+        self.declared & declarations::NEVER_BLOCKS != 0
+    }
 }
 
 impl AbiProvider {
+    /// The ABI's request for `call`, with the given texts; the attribution
+    /// at its defaults when the provider does not read it.
+    fn request<'a>(
+        &self,
+        call: &'a CallView<'_>,
+        tool_input: &'a str,
+        authz_attributes: &'a str,
+    ) -> Request<'a> {
+        if self.reads(declarations::NO_ATTRIBUTION) {
+            abi_request(call, tool_input, authz_attributes)
+        } else {
+            Request {
+                tool_input_json: RStr::from_str(tool_input),
+                authz_attributes_json: RStr::from_str(authz_attributes),
+                ..Request::for_tool(call.tool_name)
+            }
+        }
+    }
+
+    /// `call.attribution.authz_attributes` as JSON text, `""` when the
+    /// provider does not read them.
+    fn authz_text(&self, call: &CallView<'_>) -> Cow<'static, str> {
+        if self.reads(declarations::NO_AUTHZ_ATTRIBUTES) {
+            authz_text(call)
+        } else {
+            Cow::Borrowed(NOT_PASSED)
+        }
+    }
+
     fn decide(&self, call: &CallView<'_>) -> Evaluation {
-        let authz = authz_text(call);
+        let authz = self.authz_text(call);
+        if !self.reads(declarations::NO_TOOL_INPUT) {
+            return from_abi(self.object.evaluate(&self.request(call, NOT_PASSED, &authz)));
+        }
         with_object_text(call.tool_input, |args| {
-            from_abi(self.object.evaluate(&abi_request(call, args, &authz)))
+            from_abi(self.object.evaluate(&self.request(call, args, &authz)))
         })
     }
 
     async fn adecide(&self, call: &CallView<'_>) -> Evaluation {
         // The texts outlive the provider's future, so they are owned here.
-        let (args, authz) = (object_text(call.tool_input), authz_text(call));
-        from_abi(self.object.aevaluate(abi_request(call, &args, &authz)).await)
+        let args = if self.reads(declarations::NO_TOOL_INPUT) {
+            object_text(call.tool_input)
+        } else {
+            Cow::Borrowed(NOT_PASSED)
+        };
+        let authz = self.authz_text(call);
+        from_abi(self.object.aevaluate(self.request(call, &args, &authz)).await)
     }
 }
 

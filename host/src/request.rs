@@ -404,6 +404,11 @@ impl Timestamp {
         Self::at(chrono::Utc::now())
     }
 
+    /// No time at all: `""` (for a call whose time no one reads).
+    pub fn empty() -> Self {
+        Timestamp { text: [0; Self::CAPACITY], len: 0 }
+    }
+
     /// `at`, formatted.
     pub fn at(at: chrono::DateTime<chrono::Utc>) -> Self {
         use std::cell::RefCell;

@@ -171,4 +171,12 @@ impl GuardrailProvider for TimeoutProvider {
             reply.wait_async(deadline).await.unwrap_or_else(|| Err(self.timed_out()))
         })
     }
+
+    fn reads_tool_input(&self) -> bool {
+        self.inner.reads_tool_input()
+    }
+
+    fn reads_attribution(&self) -> bool {
+        self.inner.reads_attribution()
+    }
 }

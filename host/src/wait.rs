@@ -21,7 +21,18 @@ impl Wake for Unpark {
 
 /// A waker for the current thread, for [`std::thread::park`].
 pub fn thread_waker() -> Waker {
-    Waker::from(Arc::new(Unpark(std::thread::current())))
+    with_thread_waker(Waker::clone)
+}
+
+thread_local! {
+    /// This thread's waker, made once (a call on the async path would
+    /// otherwise allocate one).
+    static WAKER: Waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+}
+
+/// Calls `f` with the waker of the current thread.
+pub fn with_thread_waker<R>(f: impl FnOnce(&Waker) -> R) -> R {
+    WAKER.with(f)
 }
 
 /// Polls `poll` on this thread until it is ready or `deadline` passes

@@ -500,7 +500,7 @@ fn a_library_built_against_abi_1_0_loads_and_declares_no_volatile_metadata() {
     assert!(loaded.provider.evaluate(&request).unwrap().allow);
 
     let current = load(&use_of("guardhost_bad_descriptors", "FineProvider"), Map::new());
-    assert_eq!(current.info.abi_version, (1, 2));
+    assert_eq!(current.info.abi_version, (1, 3));
 }
 
 #[test]
@@ -513,6 +513,45 @@ fn a_library_built_against_abi_1_1_loads_and_declares_no_path_keys() {
     let call = guardhost::ToolCallRequest::new("bash", Map::new());
     let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
     assert!(loaded.provider.evaluate(&request).unwrap().allow);
+}
+
+#[test]
+fn a_library_built_against_abi_1_2_loads_and_is_handed_every_input() {
+    let loaded = load(&use_of("guardhost_bad_descriptors", "AbiOneTwo"), Map::new());
+    assert_eq!(loaded.info.name, "fine-1.2");
+    assert_eq!(loaded.info.abi_version, (1, 2));
+    assert!(loaded.info.unread_inputs.is_empty());
+    assert!(loaded.provider.reads_tool_input());
+    let mut args = Map::new();
+    args.insert("command".into(), "ls".into());
+    let call = guardhost::ToolCallRequest::new("bash", args);
+    let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
+    for asynchronous in [false, true] {
+        let decision = guardhost::provider::evaluate_here(&*loaded.provider, &request, asynchronous).unwrap();
+        assert!(decision.allow, "{decision:?}");
+        assert_eq!(decision.reasons[0].code, "fine.parsed");
+    }
+}
+
+#[test]
+fn a_provider_that_reads_no_arguments_is_handed_none() {
+    // The allowlist declares it reads neither input (ABI 1.3).
+    let loaded = load(&use_of("guardhost_allowlist", "AllowlistProvider"), Map::new());
+    assert_eq!(loaded.info.abi_version, (1, 3));
+    assert_eq!(loaded.info.unread_inputs, ["tool_input", "authz_attributes", "attribution"]);
+    assert!(!loaded.provider.reads_tool_input());
+    // The zoo's `MisdeclaresInputs` claims it does not read the arguments
+    // but denies any whose text mentions /etc: handed none, it allows.
+    let loaded = load(&use_of("guardhost_zoo", "MisdeclaresInputs"), Map::new());
+    assert_eq!(loaded.info.unread_inputs, ["tool_input"]);
+    let mut args = Map::new();
+    args.insert("path".into(), "/etc/passwd".into());
+    let call = guardhost::ToolCallRequest::new("read_file", args);
+    let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
+    for asynchronous in [false, true] {
+        let decision = guardhost::provider::evaluate_here(&*loaded.provider, &request, asynchronous).unwrap();
+        assert!(decision.allow, "{decision:?}");
+    }
 }
 
 /// A fresh copy of the allowlist library in a directory of its own.

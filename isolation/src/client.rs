@@ -591,6 +591,8 @@ impl ChildKind {
                     framework_injected: false,
                     volatile_metadata_keys: ready.volatile_metadata_keys,
                     path_keys: Vec::new(),
+                    unread_inputs: Vec::new(),
+                    never_blocks: false,
                     timeout_ms: None,
                     isolation: guardhost::config::Isolation::Process,
                     transport: Some(Transport::Pipes),

@@ -72,6 +72,15 @@ fn no_answers(outcomes: &[Outcome]) -> BTreeSet<usize> {
         .collect()
 }
 
+/// Other instances of the provider some cases need.
+pub(crate) struct Extra {
+    /// One for the thread check, where the provider runs in another process.
+    pub(crate) concurrent: Option<Result<Arc<dyn GuardrailProvider>, String>>,
+    /// One handed every part of each request, when the provider declares
+    /// it does not read some ([`CaseId::DeclaredInputs`]).
+    pub(crate) reading_everything: Option<Result<Arc<dyn GuardrailProvider>, String>>,
+}
+
 /// Runs every evaluation case against `loaded`.
 pub(crate) fn check(
     recorder: &mut Recorder,
@@ -79,8 +88,9 @@ pub(crate) fn check(
     config: &serde_json::Map<String, serde_json::Value>,
     options: &Options,
     resident: &measure::Resident,
-    concurrent: Option<Result<Arc<dyn GuardrailProvider>, String>>,
+    extra: Extra,
 ) {
+    let Extra { concurrent, reading_everything } = extra;
     let provider = &loaded.provider;
     let volatile = Arc::new(loaded.info.volatile_metadata_keys.clone());
     let probes = Arc::new(corpus());
@@ -204,6 +214,46 @@ pub(crate) fn check(
         )
     });
     hung.extend(no_answers(&asynchronous));
+
+    recorder.check(CaseId::DeclaredInputs, || {
+        let skip: BTreeSet<usize> = hung.union(&unstable).copied().collect();
+        let unread = &loaded.info.unread_inputs;
+        let twin = match reading_everything {
+            None if unread.is_empty() => {
+                return Finding::pass("declares that it reads every part of a request");
+            }
+            None => {
+                return Finding::skip(format!(
+                    "declares it does not read {}; checked when the kit loads the library in process",
+                    unread.join(", ")
+                ))
+            }
+            Some(Err(why)) => {
+                return Finding::fail(format!("declares it does not read {}, but {why}", unread.join(", ")))
+            }
+            Some(Ok(twin)) => twin,
+        };
+        let given = pass(&twin, &probes, &skip, Path::Sync, &volatile, options);
+        let compared = (0..probes.len()).filter(|&i| first[i].answered() && given[i].answered()).count();
+        compare(&probes, &first, &given, "without them", "given them").map_or_else(
+            || {
+                Finding::pass(format!(
+                    "declares it does not read {}: {compared} requests decided alike with and without them",
+                    unread.join(", ")
+                ))
+            },
+            |differences| {
+                Finding::fail(format!(
+                    "declares it does not read {} (`READS_TOOL_INPUT` / `READS_AUTHZ_ATTRIBUTES` false), \
+                     but {} of {compared} requests are decided differently when it is given them: the \
+                     host never gives them to it, so either read nothing of them or declare that it does",
+                    unread.join(", "),
+                    differences.len()
+                ))
+                .details(differences)
+            },
+        )
+    });
 
     recorder.check(CaseId::EvaluationPanics, || {
         let runs = [("evaluate", &first), ("evaluate again", &again), ("aevaluate", &asynchronous)];

@@ -438,6 +438,7 @@ fn latency(work: &Arc<Workload>) -> Finding {
     let at = |q: usize| percentile(&samples, q);
     let (p50, p99, max) = (at(50), at(99), samples[samples.len() - 1]);
     let budget = work.options.latency_budget;
+    let never_blocks = work.provider.never_blocks();
     let numbers = format!(
         "p50 {} µs, p99 {} µs, max {} µs over {} evaluations{}",
         micros(p50),
@@ -446,7 +447,14 @@ fn latency(work: &Arc<Workload>) -> Finding {
         samples.len(),
         stopped_early(samples.len(), planned, limit)
     );
-    let finding = if p99 > budget {
+    let finding = if never_blocks && p99 > NEVER_BLOCKS_BUDGET && p99 <= budget {
+        Finding::fail(format!(
+            "{numbers}: declares that it never blocks (`NEVER_BLOCKS`), but its p99 exceeds {} µs; a \
+             host may call it where it would not call code that waits (the Python package keeps the \
+             interpreter's lock), so drop the declaration or the waiting",
+            micros(NEVER_BLOCKS_BUDGET)
+        ))
+    } else if p99 > budget {
         Finding::fail(format!(
             "{numbers}: p99 exceeds the budget of {} µs; every tool call waits for this, so move slow \
              work (I/O, parsing policy files) out of evaluate into the constructor or a cache",
@@ -462,6 +470,11 @@ fn latency(work: &Arc<Workload>) -> Finding {
         .metric("budget_us", micros(budget))
         .metric("evaluations", samples.len())
 }
+
+/// The p99 above which a provider that declares it never blocks is taken
+/// to wait after all (a decision from memory takes microseconds; the
+/// margin is for a busy machine).
+const NEVER_BLOCKS_BUDGET: Duration = Duration::from_millis(1);
 
 /// Fewer evaluations than this in a half of the memory check say nothing.
 const MIN_EVALUATIONS_PER_HALF: usize = 100;

@@ -72,10 +72,11 @@ case_ids! {
     EvaluationCorpus = "evaluation.corpus": "every request of the corpus gets a decision, in time",
     Determinism = "determinism": "the same request, asked again at once, gets the same decision",
     SyncAsyncAgreement = "agreement.sync_async": "evaluate and aevaluate decide the corpus alike",
+    DeclaredInputs = "declarations.inputs": "a provider that declares it does not read an input decides the corpus alike when given it",
     EvaluationPanics = "evaluation.panics": "no evaluation panics (a panic is caught and reported; the kit goes on)",
     DecisionHygiene = "decisions.hygiene": "denials carry reasons with namespaced codes",
     ThreadSafety = "thread_safety": "concurrent evaluations agree with single-threaded ones",
-    Latency = "latency": "p99 of an evaluation stays within the budget",
+    Latency = "latency": "p99 of an evaluation stays within the budget (1 ms for a provider that declares it never blocks)",
     Memory = "memory": "resident memory does not grow over many evaluations",
     Fuzz = "fuzz": "random requests, reproducible from a seed, each get a decision, in time",
 }

@@ -3,14 +3,19 @@
 //! [`cdylib`] to find the library cargo built.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Map, Value};
 
 use guardhost::config::Isolation;
-use guardhost::instantiate::{locate_checked, BuildError};
+use guardhost::instantiate::{
+    locate_checked, BuildError, Descriptor, LoadedProvider, FRAMEWORK_KEY, FRAMEWORK_VALUE,
+};
 use guardhost::loader::{FileChecks, LoadError, LoadErrorKind};
+use guardhost::provider::GuardrailProvider;
 
+use crate::call::with_deadline;
 use crate::finding::{Finding, Recorder};
 use crate::options::Options;
 use crate::report::{self, CaseId, Report};
@@ -61,7 +66,16 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
             match construction::check(&mut recorder, &descriptor, config, options) {
                 None => recorder.skip_rest("the provider could not be constructed (see construction.config)"),
                 Some(loaded) => {
-                    evaluation::check(&mut recorder, &loaded, config, options, &measure::this_process(), None)
+                    let twin = reading_everything(&descriptor, &loaded, config, options);
+                    let extra = evaluation::Extra { concurrent: None, reading_everything: twin };
+                    evaluation::check(
+                        &mut recorder,
+                        &loaded,
+                        config,
+                        options,
+                        &measure::this_process(),
+                        extra,
+                    )
                 }
             }
         }
@@ -69,6 +83,34 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
     report.cases = recorder.cases;
     report.seconds = report::seconds(started.elapsed());
     report
+}
+
+/// A second instance of the provider, constructed from the same config as
+/// `loaded`, that is handed every part of a request, when the provider
+/// declares it does not read some (`None` when it reads everything).
+fn reading_everything(
+    descriptor: &Descriptor,
+    loaded: &LoadedProvider,
+    config: &Map<String, Value>,
+    options: &Options,
+) -> Option<Result<Arc<dyn GuardrailProvider>, String>> {
+    if loaded.info.unread_inputs.is_empty() {
+        return None;
+    }
+    let mut config = config.clone();
+    if loaded.info.framework_injected {
+        config.insert(FRAMEWORK_KEY.to_owned(), Value::from(FRAMEWORK_VALUE));
+    }
+    let descriptor = descriptor.clone();
+    Some(
+        match with_deadline(options.call_timeout, move || {
+            descriptor.construct_raw_reading_everything(&config)
+        }) {
+            Ok(Ok(provider)) => Ok(provider),
+            Ok(Err(failure)) => Err(format!("constructing it again failed: {failure}")),
+            Err(no_answer) => Err(format!("constructing it again {no_answer}")),
+        },
+    )
 }
 
 /// Runs every check against the provider program `command` (its argv, as
@@ -111,7 +153,8 @@ fn run_in_child(
                 child::Target::Library(_) => format!("{major}.{minor}"),
             });
             let concurrent = child::concurrent(target, config, options);
-            evaluation::check(&mut recorder, &loaded, config, options, &resident, concurrent);
+            let extra = evaluation::Extra { concurrent, reading_everything: None };
+            evaluation::check(&mut recorder, &loaded, config, options, &resident, extra);
         }
     }
     report.cases = recorder.cases;

@@ -19,6 +19,9 @@ fn options_for(symbol: &str) -> Options {
         }
         // It sleeps 3 ms per call.
         "Slow" => Options { latency_budget: Duration::from_millis(1), ..options() },
+        // It sleeps 2 ms per call, within this budget, but declares it
+        // never blocks.
+        "MisdeclaresBlocking" => Options { latency_budget: Duration::from_millis(50), ..options() },
         _ => options(),
     }
 }
@@ -38,6 +41,7 @@ fn every_plugin_of_the_workspace_passes_cleanly() {
         ("builtin:AllowlistProvider".to_owned(), json!({"denied_tools": ["bash"]})),
         (use_of("blocked_prefixes", "MyGuardrailProvider"), json!({"blocked_prefixes": ["bash", "write_"]})),
         (zoo("VolatileDeclared"), json!({})),
+        (zoo("ReadsNameOnly"), json!({})),
     ] {
         let report = run(&use_, object(config));
         assert_clean(&report);
@@ -53,11 +57,13 @@ fn every_zoo_member_is_flagged_by_its_case() {
         ("Hangs", CaseId::EvaluationCorpus, Status::Fail),
         ("Nondeterministic", CaseId::Determinism, Status::Fail),
         ("SyncAsyncDisagree", CaseId::SyncAsyncAgreement, Status::Fail),
+        ("MisdeclaresInputs", CaseId::DeclaredInputs, Status::Fail),
         ("EmptyReasons", CaseId::DecisionHygiene, Status::Warn),
         ("LeaksMemory", CaseId::Memory, Status::Fail),
         ("NotThreadSafe", CaseId::ThreadSafety, Status::Fail),
         ("BadCodes", CaseId::DecisionHygiene, Status::Fail),
         ("Slow", CaseId::Latency, Status::Fail),
+        ("MisdeclaresBlocking", CaseId::Latency, Status::Fail),
         ("PanicsInConstructor", CaseId::ConstructionConfig, Status::Fail),
         ("RejectsFramework", CaseId::DescriptorFramework, Status::Fail),
         ("IgnoresUnknownKeys", CaseId::ConstructionUnknownKey, Status::Warn),
@@ -102,6 +108,17 @@ fn the_findings_say_what_was_wrong() {
     assert!(leak.contains("bytes per evaluation") && leak.contains("a leak"), "{leak}");
     let slow = reason("Slow", CaseId::Latency);
     assert!(slow.contains("p99 exceeds the budget of 1000 µs"), "{slow}");
+    let inputs = reason("MisdeclaresInputs", CaseId::DeclaredInputs);
+    assert!(
+        inputs.contains("declares it does not read tool_input")
+            && inputs.contains("decided differently when it is given them"),
+        "{inputs}"
+    );
+    let blocking = reason("MisdeclaresBlocking", CaseId::Latency);
+    assert!(
+        blocking.contains("declares that it never blocks (`NEVER_BLOCKS`), but its p99 exceeds 1000 µs"),
+        "{blocking}"
+    );
     let codes = reason("BadCodes", CaseId::DecisionHygiene);
     assert!(codes.contains("tool:bash: code `blocked <&>\\u{1}` is not namespaced"), "{codes}");
 }
@@ -166,7 +183,7 @@ fn a_library_built_against_abi_1_0_conforms() {
 fn junit_output_is_valid_xml_with_one_testcase_per_case() {
     let _one = exclusive();
     for (symbol, failures, skipped) in
-        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 11), ("VolatileDeclared", 0, 0)]
+        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 12), ("VolatileDeclared", 0, 0)]
     {
         let report = run_zoo(symbol);
         let xml = report.to_junit();
@@ -262,7 +279,21 @@ fn a_good_library_conforms_in_a_provider_process_too() {
         &object(json!({"denied_tools": ["bash"]})),
         &options,
     );
-    assert_clean(&report);
+    // Every case passes but the check of what the library declares it does
+    // not read, which needs a second instance in the kit's own process.
+    assert!(report.passed(), "{}", report.to_text());
+    for case in &report.cases {
+        if case.id == CaseId::DeclaredInputs {
+            assert_eq!(case.status, Status::Skip, "{}", report.to_text());
+            assert!(
+                case.reason.contains("checked when the kit loads the library in process"),
+                "{}",
+                case.reason
+            );
+        } else {
+            assert_eq!(case.status, Status::Pass, "{}", report.to_text());
+        }
+    }
     // Constructor faults are found in the provider process as in process.
     let report = conformance::run(&zoo("PanicsOnBadValue"), &Map::new(), &options);
     let errors = report.case(CaseId::ConstructionErrors).unwrap();

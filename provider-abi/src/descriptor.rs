@@ -18,7 +18,8 @@ pub const ABI_MAJOR: u16 = 1;
 /// - 1.0: `name`, `accepts_extra_keys`, `accepted_keys`, `construct`.
 /// - 1.1: `volatile_metadata_keys`.
 /// - 1.2: `path_keys`.
-pub const ABI_MINOR: u16 = 2;
+/// - 1.3: `declarations`.
+pub const ABI_MINOR: u16 = 3;
 
 /// Bits of [`DescriptorHeader::flags`].
 pub mod flags {
@@ -27,6 +28,30 @@ pub mod flags {
     /// Without it a panic aborts the whole process; the host refuses such
     /// libraries.
     pub const PANIC_UNWIND: u32 = 1;
+}
+
+/// Bits of [`ProviderFactory::declarations`]: what a provider declares
+/// about its evaluations, so the host need not prepare what it never reads,
+/// nor guard against waits it never makes. `0` (an older library) declares
+/// nothing: it reads everything and may block.
+pub mod declarations {
+    /// It never reads the tool's arguments
+    /// ([`crate::Request::tool_input_json`] is then `""`).
+    pub const NO_TOOL_INPUT: u32 = 1;
+    /// It never reads the authorization attributes
+    /// ([`crate::Request::authz_attributes_json`] is then `""`).
+    pub const NO_AUTHZ_ATTRIBUTES: u32 = 2;
+    /// It never reads who, where and when: `agent_id`, `thread_id`,
+    /// `is_subagent`, `timestamp`, `user_id`, `user_role`,
+    /// `oauth_provider`, `oauth_id`, `run_id`, `tool_call_id`,
+    /// `channel_user_id`, `is_internal` (each then `None`, `false` or
+    /// `""`).
+    pub const NO_ATTRIBUTION: u32 = 4;
+    /// Every evaluation decides from memory and returns at once: no file,
+    /// network or database access, no sleeping, no lock held for long by
+    /// another call. A host may then call it where it would not call code
+    /// that can wait (the Python package keeps the interpreter's lock).
+    pub const NEVER_BLOCKS: u32 = 8;
 }
 
 /// The fixed header the host reads before anything else.
@@ -92,6 +117,14 @@ pub struct ProviderFactory {
     /// file has one base. Empty for an older library.
     #[sabi(missing_field(with = no_keys))]
     pub path_keys: extern "C" fn() -> RVec<RString>,
+    /// Since 1.3: bits from [`declarations`]: the parts of a request the
+    /// provider never reads (the host then hands it an empty text, `""`
+    /// and not `{}`, for the arguments and the attributes, and the
+    /// defaults, `None`, `false` and `""`, for the attribution: nothing is
+    /// prepared for a provider that decides by the tool's name alone), and
+    /// whether it never blocks. An older library declares nothing (`0`).
+    #[sabi(missing_field(default))]
+    pub declarations: u32,
 }
 
 /// What an older library, which lacks a list of keys, declares: none.
@@ -129,13 +162,13 @@ pub mod compat {
         #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
         #[sabi(missing_field(panic))]
         pub struct ProviderFactory {
-            /// As in 1.2.
+            /// As in 1.3.
             pub name: RStr<'static>,
-            /// As in 1.2.
+            /// As in 1.3.
             pub accepts_extra_keys: bool,
-            /// As in 1.2.
+            /// As in 1.3.
             pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
-            /// As in 1.2.
+            /// As in 1.3.
             #[sabi(last_prefix_field)]
             pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
         }
@@ -146,9 +179,9 @@ pub mod compat {
         /// [`crate::ProviderDescriptor`] as of 1.0.
         #[repr(C)]
         pub struct ProviderDescriptor {
-            /// As in 1.2.
+            /// As in 1.3.
             pub header: DescriptorHeader,
-            /// As in 1.2.
+            /// As in 1.3.
             pub layout: &'static TypeLayout,
             /// The 1.0 factory.
             pub factory: ProviderFactoryRef,
@@ -168,16 +201,16 @@ pub mod compat {
         #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
         #[sabi(missing_field(panic))]
         pub struct ProviderFactory {
-            /// As in 1.2.
+            /// As in 1.3.
             pub name: RStr<'static>,
-            /// As in 1.2.
+            /// As in 1.3.
             pub accepts_extra_keys: bool,
-            /// As in 1.2.
+            /// As in 1.3.
             pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
-            /// As in 1.2.
+            /// As in 1.3.
             #[sabi(last_prefix_field)]
             pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
-            /// As in 1.2.
+            /// As in 1.3.
             pub volatile_metadata_keys: extern "C" fn() -> RVec<RString>,
         }
 
@@ -187,11 +220,54 @@ pub mod compat {
         /// [`crate::ProviderDescriptor`] as of 1.1.
         #[repr(C)]
         pub struct ProviderDescriptor {
-            /// As in 1.2.
+            /// As in 1.3.
             pub header: DescriptorHeader,
-            /// As in 1.2.
+            /// As in 1.3.
             pub layout: &'static TypeLayout,
             /// The 1.1 factory.
+            pub factory: ProviderFactoryRef,
+        }
+    }
+    /// ABI 1.2.
+    pub mod v1_2 {
+        use abi_stable::std_types::{RResult, RStr, RString, RVec};
+        use abi_stable::type_layout::TypeLayout;
+        use abi_stable::StableAbi;
+
+        use crate::{DescriptorHeader, ProviderBox, ProviderError};
+
+        /// [`crate::ProviderFactory`] as of 1.2.
+        #[repr(C)]
+        #[derive(StableAbi)]
+        #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
+        #[sabi(missing_field(panic))]
+        pub struct ProviderFactory {
+            /// As in 1.3.
+            pub name: RStr<'static>,
+            /// As in 1.3.
+            pub accepts_extra_keys: bool,
+            /// As in 1.3.
+            pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
+            /// As in 1.3.
+            #[sabi(last_prefix_field)]
+            pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
+            /// As in 1.3.
+            pub volatile_metadata_keys: extern "C" fn() -> RVec<RString>,
+            /// As in 1.3.
+            pub path_keys: extern "C" fn() -> RVec<RString>,
+        }
+
+        /// The layout a host checks a 1.2 library's factory against.
+        pub const FACTORY_LAYOUT: &TypeLayout = <ProviderFactoryRef as StableAbi>::LAYOUT;
+
+        /// [`crate::ProviderDescriptor`] as of 1.2.
+        #[repr(C)]
+        pub struct ProviderDescriptor {
+            /// As in 1.3.
+            pub header: DescriptorHeader,
+            /// As in 1.3.
+            pub layout: &'static TypeLayout,
+            /// The 1.2 factory.
             pub factory: ProviderFactoryRef,
         }
     }

@@ -112,8 +112,8 @@ mod provider;
 mod types;
 
 pub use descriptor::{
-    compat, flags, DescriptorHeader, ProviderDescriptor, ProviderFactory, ProviderFactoryRef, ABI_MAJOR,
-    ABI_MINOR, FACTORY_LAYOUT, MAGIC,
+    compat, declarations, flags, DescriptorHeader, ProviderDescriptor, ProviderFactory, ProviderFactoryRef,
+    ABI_MAJOR, ABI_MINOR, FACTORY_LAYOUT, MAGIC,
 };
 pub use error::{ErrorKind, ProviderError};
 pub use keys::config_keys;

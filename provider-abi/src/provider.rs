@@ -51,6 +51,32 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// [`Provider::Config`].
     const PATH_KEYS: &'static [&'static str] = &[];
 
+    /// Whether [`Provider::evaluate`] reads the tool's arguments. A
+    /// provider that decides by the tool's name (and the caller) alone
+    /// says `false`: the host then does not prepare them, and
+    /// [`Request::tool_input`] returns an error that says so. `guardhost
+    /// conformance` checks the claim (the same calls, with and without
+    /// arguments, must be decided alike).
+    const READS_TOOL_INPUT: bool = true;
+
+    /// Whether [`Provider::evaluate`] reads the authorization attributes;
+    /// as [`Provider::READS_TOOL_INPUT`].
+    const READS_AUTHZ_ATTRIBUTES: bool = true;
+
+    /// Whether [`Provider::evaluate`] reads who, where and when (the
+    /// request's other fields: [`crate::declarations::NO_ATTRIBUTION`]);
+    /// when `false`, the host hands it their defaults (`None`, `false`,
+    /// `""`).
+    const READS_ATTRIBUTION: bool = true;
+
+    /// Whether every evaluation decides from memory and returns at once
+    /// (no file, network or database access, no sleeping, no lock another
+    /// call may hold for long). The Python package then calls it without
+    /// releasing the interpreter's lock, which costs about as much as such a
+    /// decision. `guardhost conformance` checks that its p99 stays under
+    /// 100 µs. Say `true` only when it holds for every config.
+    const NEVER_BLOCKS: bool = false;
+
     /// The constructor's keyword arguments. Its field names are the config
     /// keys the provider accepts; a field named `framework` makes the host
     /// inject `framework: "deerflow"`.
@@ -214,6 +240,25 @@ extern "C" fn path_keys_shim<P: Provider>() -> RVec<RString> {
     P::PATH_KEYS.iter().map(|k| RString::from(*k)).collect()
 }
 
+/// The [`crate::declarations`] bits of what `P` declares.
+const fn declarations<P: Provider>() -> u32 {
+    use crate::declarations::{NEVER_BLOCKS, NO_ATTRIBUTION, NO_AUTHZ_ATTRIBUTES, NO_TOOL_INPUT};
+    let mut bits = 0;
+    if !P::READS_TOOL_INPUT {
+        bits |= NO_TOOL_INPUT;
+    }
+    if !P::READS_AUTHZ_ATTRIBUTES {
+        bits |= NO_AUTHZ_ATTRIBUTES;
+    }
+    if !P::READS_ATTRIBUTION {
+        bits |= NO_ATTRIBUTION;
+    }
+    if P::NEVER_BLOCKS {
+        bits |= NEVER_BLOCKS;
+    }
+    bits
+}
+
 /// Holds the static factory of `P`.
 struct FactoryOf<P>(PhantomData<P>);
 
@@ -227,6 +272,7 @@ impl<P: Provider> FactoryOf<P> {
                 construct: construct_shim::<P>,
                 volatile_metadata_keys: volatile_metadata_keys_shim::<P>,
                 path_keys: path_keys_shim::<P>,
+                declarations: declarations::<P>(),
             })
     }
 }

@@ -20,7 +20,8 @@ use abi_stable::StableAbi;
 pub struct Request<'a> {
     /// The tool's name; `""` when the call had none.
     pub tool_name: RStr<'a>,
-    /// The tool's arguments: a JSON object, as text.
+    /// The tool's arguments: a JSON object, as text; `""` when the provider
+    /// declares it does not read them ([`crate::Provider::READS_TOOL_INPUT`]).
     pub tool_input_json: RStr<'a>,
     /// The configured passport (OAP passport path or hosted agent id).
     pub agent_id: ROption<RStr<'a>>,
@@ -47,8 +48,24 @@ pub struct Request<'a> {
     /// Whether the call is internal (only ever true when the context said
     /// exactly boolean `true`).
     pub is_internal: bool,
-    /// Authorization attributes: a JSON object, as text.
+    /// Authorization attributes: a JSON object, as text; `""` when the
+    /// provider declares it does not read them
+    /// ([`crate::Provider::READS_AUTHZ_ATTRIBUTES`]).
     pub authz_attributes_json: RStr<'a>,
+}
+
+/// `text` parsed; an empty text is an input the provider declared (by
+/// `declaration`) that it does not read, so the host did not pass it.
+fn parse_object<T: serde::de::DeserializeOwned>(
+    text: &str,
+    declaration: &str,
+) -> Result<T, serde_json::Error> {
+    if text.is_empty() {
+        return Err(<serde_json::Error as serde::de::Error>::custom(format!(
+            "the host passed no value: the provider declares `{declaration} = false`"
+        )));
+    }
+    serde_json::from_str(text)
 }
 
 fn opt<'a>(value: ROption<RStr<'a>>) -> Option<&'a str> {
@@ -91,14 +108,17 @@ impl<'a> Request<'a> {
     }
 
     /// The tool's arguments, parsed into `T` (for example
-    /// `serde_json::Map<String, serde_json::Value>` or your own struct).
+    /// `serde_json::Map<String, serde_json::Value>` or your own struct). An
+    /// error when the host passed none because the provider declares
+    /// [`crate::Provider::READS_TOOL_INPUT`] `false`.
     pub fn tool_input<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self.tool_input_json.as_str())
+        parse_object(self.tool_input_json.as_str(), "READS_TOOL_INPUT")
     }
 
-    /// The authorization attributes, parsed into `T`.
+    /// The authorization attributes, parsed into `T`; an error when the host
+    /// passed none ([`crate::Provider::READS_AUTHZ_ATTRIBUTES`] `false`).
     pub fn authz_attributes<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self.authz_attributes_json.as_str())
+        parse_object(self.authz_attributes_json.as_str(), "READS_AUTHZ_ATTRIBUTES")
     }
 
     /// When the request was built (UTC, RFC 3339).
@@ -197,7 +217,12 @@ impl Decision {
 
     /// Appends a reason.
     pub fn with_reason(mut self, code: impl Into<String>, message: impl Into<String>) -> Self {
-        self.reasons.push(Reason::new(code, message));
+        // Through a `Vec` (the `RVec` was made here, so this moves it
+        // without a copy): an `RVec` grows through its vtable, which costs
+        // several times a `Vec` push.
+        let mut reasons = std::mem::take(&mut self.reasons).into_vec();
+        reasons.push(Reason::new(code, message));
+        self.reasons = reasons.into();
         self
     }
 
@@ -278,3 +303,22 @@ impl Decision {
 /// ([`Decision::ask`], [`Decision::rewrite`]). Metadata keys starting with
 /// `guardhost.` are reserved to the host and this crate.
 pub const OUTCOME_KEY: &str = "guardhost.outcome";
+
+#[cfg(test)]
+mod tests {
+    use super::Request;
+
+    type Object = serde_json::Map<String, serde_json::Value>;
+
+    #[test]
+    fn an_input_not_passed_is_an_error_that_names_the_declaration() {
+        let request = Request::for_tool("ls").with_tool_input_json("");
+        let error = request.tool_input::<Object>().unwrap_err().to_string();
+        assert_eq!(error, "the host passed no value: the provider declares `READS_TOOL_INPUT = false`");
+        let request = Request { authz_attributes_json: "".into(), ..Request::for_tool("ls") };
+        let error = request.authz_attributes::<Object>().unwrap_err().to_string();
+        assert!(error.contains("READS_AUTHZ_ATTRIBUTES = false"), "{error}");
+        // `{}` is an empty object, as ever.
+        assert!(Request::for_tool("ls").tool_input::<Object>().unwrap().is_empty());
+    }
+}

@@ -2,8 +2,9 @@
 
 Measures in one run, on the same machine and the same requests:
 
-- ``GuardhostProvider.evaluate`` through the allowlist library, next to a
-  pure-Python allowlist provider written to DeerFlow's algorithm;
+- ``GuardhostProvider.evaluate`` (allow and deny) and ``aevaluate`` through
+  the allowlist library, next to a pure-Python allowlist provider written
+  to DeerFlow's algorithm;
 - the guardhost LangChain middleware's ``wrap_tool_call`` (allow and deny),
   next to a pure-Python middleware written to DeerFlow's ``wrap_tool_call``
   algorithm with that pure-Python allowlist;
@@ -20,6 +21,7 @@ Each figure is the best of ``--rounds`` rounds of ``--iterations`` calls
 from __future__ import annotations
 
 import argparse
+import asyncio
 import pathlib
 import time
 from datetime import UTC, datetime
@@ -49,6 +51,24 @@ def best_ns(fn: Any, iterations: int, rounds: int) -> float:
     return best
 
 
+def best_async_ns(coroutine_fn: Any, iterations: int, rounds: int) -> float:
+    """`best_ns` for a coroutine function: each round awaits it `iterations`
+    times in one task on one event loop."""
+
+    async def repeat(n: int) -> int:
+        start = time.perf_counter_ns()
+        for _ in range(n):
+            await coroutine_fn()
+        return time.perf_counter_ns() - start
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(repeat(min(iterations, 1000)))
+        return min(loop.run_until_complete(repeat(iterations)) / iterations for _ in range(rounds))
+    finally:
+        loop.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lib-dir", default=str(REPO / "target" / "release"), help="where the provider libraries are")
@@ -72,7 +92,9 @@ def main() -> None:
     python_provider = PyAllowlist(**lists, types=types)
     oap = GuardhostProvider(use=oap_so, config={"passport_path": str(REPO / "examples" / "oap" / "passport.json")}, framework="deerflow")
     oap_request = GuardrailRequest(tool_name="bash", tool_input={"command": "ls -la /mnt/user-data/workspace"}, tool_call_id="call-1")
+    denied = GuardrailRequest(tool_name="bash", tool_input={"command": "curl https://example.com"}, thread_id="thread-1", user_id="user-1", run_id="run-1", tool_call_id="call-2", timestamp=request.timestamp)
     assert guardhost_provider.evaluate(request).allow and python_provider.evaluate(request).allow
+    assert guardhost_provider.evaluate(denied) == python_provider.evaluate(denied)
     assert oap.evaluate(oap_request).allow
 
     result = ToolMessage(content="ok", tool_call_id="call-1", name="read_file")
@@ -90,6 +112,10 @@ def main() -> None:
     rows = [
         ("provider.evaluate, allowlist .so via GuardhostProvider", best_ns(lambda: guardhost_provider.evaluate(request), n, r)),
         ("provider.evaluate, pure-Python allowlist (DeerFlow's)", best_ns(lambda: python_provider.evaluate(request), n, r)),
+        ("provider.evaluate deny, allowlist .so", best_ns(lambda: guardhost_provider.evaluate(denied), n, r)),
+        ("provider.evaluate deny, pure-Python allowlist", best_ns(lambda: python_provider.evaluate(denied), n, r)),
+        ("provider.aevaluate, allowlist .so", best_async_ns(lambda: guardhost_provider.aevaluate(request), n, r)),
+        ("provider.aevaluate, pure-Python allowlist", best_async_ns(lambda: python_provider.aevaluate(request), n, r)),
         ("wrap_tool_call allow, guardhost middleware (.so)", best_ns(lambda: ours.wrap_tool_call(allow_call, handler), n, r)),
         ("wrap_tool_call allow, DeerFlow-algorithm middleware", best_ns(lambda: theirs.wrap_tool_call(allow_call, handler), n, r)),
         ("wrap_tool_call deny, guardhost middleware (.so)", best_ns(lambda: ours.wrap_tool_call(deny_call, handler), n, r)),
@@ -116,9 +142,11 @@ def main() -> None:
     for name, ns in rows:
         print(f"{name:<{width}}  {ns / 1000:7.2f} µs")
     ratios = {
-        "evaluate: guardhost / pure Python": rows[0][1] / rows[1][1],
-        "wrap_tool_call allow: guardhost / DeerFlow": rows[2][1] / rows[3][1],
-        "wrap_tool_call deny: guardhost / DeerFlow": rows[4][1] / rows[5][1],
+        "evaluate allow: guardhost / pure Python": rows[0][1] / rows[1][1],
+        "evaluate deny: guardhost / pure Python": rows[2][1] / rows[3][1],
+        "aevaluate allow: guardhost / pure Python": rows[4][1] / rows[5][1],
+        "wrap_tool_call allow: guardhost / DeerFlow": rows[6][1] / rows[7][1],
+        "wrap_tool_call deny: guardhost / DeerFlow": rows[8][1] / rows[9][1],
     }
     for name, ratio in ratios.items():
         print(f"{name:<{width}}  {ratio:7.2f}x")

@@ -78,6 +78,9 @@ class PyAllowlist:
             return decision(allow=False, reasons=[reason(code="oap.tool_not_allowed", message=f"tool '{tool}' is denied")])
         return decision(allow=True, reasons=[reason(code="oap.allowed")])
 
+    async def aevaluate(self, request: Any) -> Any:
+        return self.evaluate(request)
+
 
 log = logging.getLogger("bench.deerflow")
 log.setLevel(logging.ERROR)  # DeerFlow's denial warning costs only its level check here

@@ -10,7 +10,9 @@
 //! - `conformance_json`: the conformance kit;
 //! - `serve_provider`: the child side of `isolation: process`.
 //!
-//! Every call into a provider releases the GIL.
+//! Every call into a provider releases the GIL, but `Provider`'s into one
+//! that declares it never blocks (ABI 1.3 `NEVER_BLOCKS`: releasing and
+//! retaking the GIL would cost as much as its decision).
 //!
 //! The modules, one idea each:
 //!
@@ -21,17 +23,20 @@
 //!   program), and what both classes report about it;
 //! - `guardrail`: the `Guardrail` class;
 //! - `decision`: `Reason` and `Decision`, what `Guardrail.decide` returns;
-//! - `provider`: the `Provider` class;
+//! - `provider`: the `Provider` class; `request`, how it reads DeerFlow's
+//!   `GuardrailRequest`; `dataclass`, how it builds DeerFlow's decisions;
 //! - `kit`: the conformance kit, `conformance_json`;
 //! - `server`: `serve_provider`, the crate's only `unsafe` code.
 
 mod convert;
+mod dataclass;
 mod decision;
 mod errors;
 mod guardrail;
 mod instantiate;
 mod kit;
 mod provider;
+mod request;
 mod server;
 mod to_py;
 

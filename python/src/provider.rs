@@ -5,19 +5,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use guardhost::decision_log::{Decided, DecisionLog, DecisionLogConfig};
+use guardhost::provider::Evaluation;
 use guardhost::{
-    block_on, GuardrailProvider, GuardrailRequest, Isolation, LoadedProvider, ProviderFailure, ProviderInfo,
+    block_on, CallView, GuardrailProvider, Isolation, LoadedProvider, ProviderFailure, ProviderInfo,
     ProviderSpec, Transport,
 };
 use guardhost::{middleware::shadowed, AuditProvider, Mode};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
-use serde_json::Map;
 
-use crate::convert::{config_map, dict_to_map, to_json};
-use crate::errors::{build_error, ConfigError, ProviderError, RequestError};
+use crate::convert::config_map;
+use crate::dataclass::Class;
+use crate::errors::{build_error, ConfigError, ProviderError};
 use crate::instantiate::{absolute_base, info_dict, instantiate, may_block};
+use crate::request::{Reads, Request};
 use crate::to_py::{map_to_dict, to_python};
 
 /// One provider built from `use:` and `config` (DeerFlow's
@@ -32,101 +33,22 @@ pub(crate) struct Provider {
     mode: Mode,
     /// Where every decision is written, if anywhere.
     decision_log: Option<DecisionLog>,
-    decision_cls: Py<PyAny>,
-    reason_cls: Py<PyAny>,
+    /// What of a request is read (what the provider, or the decision log,
+    /// reads).
+    reads: Reads,
+    /// Whether the GIL is kept while the provider decides: only for one
+    /// that declares it never blocks (releasing and retaking the GIL costs
+    /// about as much as such a decision).
+    keeps_gil: bool,
+    decision_cls: Class,
+    reason_cls: Class,
     interrupt: Py<PyAny>,
 }
 
-/// An attribution field: `None` as absent, a string as it is, anything else
-/// as its JSON text (as the host passes context values).
-fn optional_text(value: Bound<'_, PyAny>, at: &str) -> PyResult<Option<String>> {
-    if value.is_none() {
-        return Ok(None);
-    }
-    if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(Some(s.to_str()?.to_owned()));
-    }
-    Ok(Some(to_json(&value, at)?.to_string()))
-}
-
-/// Reads DeerFlow's `GuardrailRequest` by attribute (any object with the
-/// same attribute names; missing ones take their defaults).
-fn request_from<'py>(request: &Bound<'py, PyAny>) -> PyResult<GuardrailRequest> {
-    let py = request.py();
-    fn attribute<'py>(
-        request: &Bound<'py, PyAny>,
-        fields: Option<&Bound<'py, PyDict>>,
-        name: &Bound<'py, PyString>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        // A dataclass keeps its fields in the instance dict: a lookup there
-        // is cheaper than the attribute protocol.
-        if let Some(value) = fields.map(|f| f.get_item(name)).transpose()?.flatten() {
-            return Ok(Some(value));
-        }
-        match request.getattr(name) {
-            Ok(v) => Ok(Some(v)),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(request.py()) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-    let fields = request.getattr(intern!(py, "__dict__")).ok().and_then(|d| d.downcast_into::<PyDict>().ok());
-    let get = |name: &Bound<'py, PyString>| attribute(request, fields.as_ref(), name);
-    let text = |name: &Bound<'py, PyString>, field: &str| -> PyResult<Option<String>> {
-        match get(name)? {
-            Some(v) => optional_text(v, field),
-            None => Ok(None),
-        }
-    };
-    let required = |name: &Bound<'py, PyString>| {
-        get(name)?.ok_or_else(|| {
-            pyo3::exceptions::PyAttributeError::new_err(format!("the request has no `{name}`"))
-        })
-    };
-    let tool_name = match required(intern!(py, "tool_name"))? {
-        v if v.is_none() => String::new(),
-        v => match v.downcast::<PyString>() {
-            Ok(s) => s.to_str()?.to_owned(),
-            Err(_) => v.str()?.to_str()?.to_owned(),
-        },
-    };
-    let tool_input = match required(intern!(py, "tool_input"))? {
-        v if v.is_none() => Map::new(),
-        v => match v.downcast::<PyDict>() {
-            Ok(d) => dict_to_map(d, "tool_input")?,
-            Err(_) => return Err(RequestError::new_err("request.tool_input must be a dict")),
-        },
-    };
-    let authz_attributes = match get(intern!(py, "authz_attributes"))? {
-        None => Map::new(),
-        Some(v) if v.is_none() => Map::new(),
-        Some(v) => match v.downcast::<PyDict>() {
-            Ok(d) => dict_to_map(d, "authz_attributes")?,
-            Err(_) => {
-                let type_name = v.get_type().name()?.to_string();
-                return Err(RequestError::new_err(format!(
-                    "authz_attributes must be a Mapping, got {type_name}"
-                )));
-            }
-        },
-    };
-    Ok(GuardrailRequest {
-        tool_name,
-        tool_input,
-        agent_id: text(intern!(py, "agent_id"), "agent_id")?,
-        thread_id: text(intern!(py, "thread_id"), "thread_id")?,
-        is_subagent: get(intern!(py, "is_subagent"))?.map(|v| v.is_truthy()).transpose()?.unwrap_or(false),
-        timestamp: text(intern!(py, "timestamp"), "timestamp")?.unwrap_or_default(),
-        user_id: text(intern!(py, "user_id"), "user_id")?,
-        user_role: text(intern!(py, "user_role"), "user_role")?,
-        oauth_provider: text(intern!(py, "oauth_provider"), "oauth_provider")?,
-        oauth_id: text(intern!(py, "oauth_id"), "oauth_id")?,
-        run_id: text(intern!(py, "run_id"), "run_id")?,
-        tool_call_id: text(intern!(py, "tool_call_id"), "tool_call_id")?,
-        channel_user_id: text(intern!(py, "channel_user_id"), "channel_user_id")?,
-        is_internal: get(intern!(py, "is_internal"))?.is_some_and(|v| v.is(PyBool::new(py, true))),
-        authz_attributes,
-    })
-}
+/// The fields of DeerFlow's `GuardrailDecision` and `GuardrailReason`, in
+/// the order their constructors take them.
+const DECISION_FIELDS: [&str; 4] = ["allow", "reasons", "policy_id", "metadata"];
+const REASON_FIELDS: [&str; 2] = ["code", "message"];
 
 #[pymethods]
 impl Provider {
@@ -214,7 +136,27 @@ impl Provider {
         };
         let LoadedProvider { provider, info } =
             py.allow_threads(|| instantiate(&spec, &base_dir, program)).map_err(build_error)?;
-        Ok(Provider { provider, info, mode, decision_log, decision_cls, reason_cls, interrupt })
+        let logged = decision_log.is_some();
+        let reads = Reads {
+            arguments: provider.reads_tool_input() || logged,
+            attribution: provider.reads_attribution() || logged,
+        };
+        let keeps_gil = provider.never_blocks();
+        let sample = (true, PyList::empty(py), py.None(), PyDict::new(py)).into_pyobject(py)?;
+        let decision_cls = Class::new(py, decision_cls, &DECISION_FIELDS, &sample)?;
+        let reason_cls =
+            Class::new(py, reason_cls, &REASON_FIELDS, &("guardhost.sample", "").into_pyobject(py)?)?;
+        Ok(Provider {
+            provider,
+            info,
+            mode,
+            decision_log,
+            reads,
+            keeps_gil,
+            decision_cls,
+            reason_cls,
+            interrupt,
+        })
     }
 
     /// The provider's name.
@@ -227,6 +169,27 @@ impl Provider {
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         info_dict(py, &self.info)
+    }
+
+    /// Whether decisions are filled in directly (plain dataclasses) rather
+    /// than built by calling their classes; for tests.
+    #[getter]
+    fn _fills_decisions(&self) -> bool {
+        self.decision_cls.is_filled() && self.reason_cls.is_filled()
+    }
+
+    /// Whether requests' arguments are read, and whether their attribution
+    /// is (for the provider, or the decision log); for tests.
+    #[getter]
+    fn _reads(&self) -> (bool, bool) {
+        (self.reads.arguments, self.reads.attribution)
+    }
+
+    /// Whether the GIL is kept while the provider decides (it declares it
+    /// never blocks); for tests.
+    #[getter]
+    fn _keeps_gil(&self) -> bool {
+        self.keeps_gil
     }
 
     /// Whether a decision can block for long (`timeout_ms`, `isolation: process`).
@@ -246,40 +209,47 @@ impl Provider {
         request: &Bound<'py, PyAny>,
         asynchronous: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = request_from(request)?;
+        let request = Request::read(request, self.reads)?;
+        let call = request.view()?;
         let provider = &self.provider;
-        let started = std::time::Instant::now();
-        let evaluation = py.allow_threads(|| {
+        let started = self.decision_log.as_ref().map(|_| std::time::Instant::now());
+        let ask = || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                if asynchronous {
-                    block_on(provider.aevaluate(&request))
-                } else {
-                    provider.evaluate(&request)
-                }
+                decide(&**provider, &call, asynchronous)
             }))
             .unwrap_or_else(|_| {
                 Err(ProviderFailure::error(format!("provider '{}' panicked", provider.name())))
             })
-        });
+        };
+        let evaluation = if self.keeps_gil { ask() } else { py.allow_threads(ask) };
         let evaluation = evaluation.map(|decision| shadowed(decision, self.mode));
-        if let Some(log) = &self.decision_log {
+        if let (Some(log), Some(started)) = (&self.decision_log, started) {
             let decided = match &evaluation {
                 Ok(decision) => Decided::Decision(decision, false),
                 Err(ProviderFailure::Interrupt(_)) => Decided::Interrupt,
                 Err(_) => Decided::ProviderError,
             };
             let provider = AuditProvider { name: self.info.name.clone(), sha256: self.info.sha256.clone() };
-            log.record_call(&request.view(), decided, self.mode, &provider, started.elapsed());
+            log.record_call(&call, decided, self.mode, &provider, started.elapsed());
         }
         match evaluation {
             Ok(decision) => {
-                let reasons = PyList::empty(py);
-                let reason_cls = self.reason_cls.bind(py);
-                for r in &decision.reasons {
-                    reasons.append(reason_cls.call1((r.code.as_str(), r.message.as_str()))?)?;
-                }
+                let reasons = decision
+                    .reasons
+                    .iter()
+                    .map(|r| {
+                        let (code, message) = (PyString::new(py, &r.code), PyString::new(py, &r.message));
+                        self.reason_cls.build(py, [code.into_any(), message.into_any()])
+                    })
+                    .collect::<PyResult<Vec<_>>>()?;
+                let reasons = PyList::new(py, reasons)?;
+                let policy_id = match &decision.policy_id {
+                    Some(id) => PyString::new(py, id).into_any(),
+                    None => py.None().into_bound(py),
+                };
                 let metadata = map_to_dict(py, &decision.metadata)?;
-                self.decision_cls.bind(py).call1((decision.allow, reasons, decision.policy_id, metadata))
+                let allow = PyBool::new(py, decision.allow).to_owned().into_any();
+                self.decision_cls.build(py, [allow, reasons.into_any(), policy_id, metadata.into_any()])
             }
             Err(ProviderFailure::Interrupt(interrupt)) => {
                 let payload = to_python(py, &interrupt.payload)?;
@@ -290,7 +260,30 @@ impl Provider {
         }
     }
 
+    /// `evaluate(request, asynchronous=True)`: the provider's `aevaluate`,
+    /// driven to completion on this thread (the GIL released meanwhile).
+    fn aevaluate_here<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.evaluate(py, request, true)
+    }
+
     fn __repr__(&self) -> String {
         format!("Provider(name={:?}, source={:?})", self.info.name, self.info.source.to_string())
+    }
+}
+
+/// Asks `provider` about `call` through its borrowed view when it can take
+/// one, else through the owned request.
+fn decide(provider: &dyn GuardrailProvider, call: &CallView<'_>, asynchronous: bool) -> Evaluation {
+    if asynchronous {
+        match provider.aevaluate_view(call) {
+            Some(future) => block_on(future),
+            None => block_on(provider.aevaluate(&call.to_request())),
+        }
+    } else {
+        provider.evaluate_view(call).unwrap_or_else(|| provider.evaluate(&call.to_request()))
     }
 }

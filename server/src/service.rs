@@ -46,7 +46,8 @@ pub const DECISION_THREADS: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
     /// On the I/O thread: the built-in provider, the host's own code, which
-    /// takes microseconds and cannot block.
+    /// takes microseconds and cannot block, or a library that declares it
+    /// never blocks (`NEVER_BLOCKS`, which `guardhost conformance` checks).
     Here,
     /// On the I/O thread through the provider's async path, which waits
     /// without blocking it: a provider process (`isolation: process`,
@@ -62,7 +63,7 @@ impl Placement {
     fn of(info: &ProviderInfo) -> Placement {
         if info.isolation == Isolation::Process || info.timeout_ms.is_some() {
             Placement::Awaited
-        } else if matches!(info.source, ProviderSource::Builtin { .. }) {
+        } else if matches!(info.source, ProviderSource::Builtin { .. }) || info.never_blocks {
             Placement::Here
         } else {
             Placement::Thread
@@ -70,8 +71,9 @@ impl Placement {
     }
 
     /// Where a chain's decisions run: on a thread when any entry may
-    /// block it, awaited when every entry is built in or bounded by a
-    /// deadline of its own, here only when every entry is built in.
+    /// block it, awaited when every entry is built in, never blocks or is
+    /// bounded by a deadline of its own, here only when every entry is
+    /// built in or never blocks.
     fn of_all(entries: &[ProviderInfo]) -> Placement {
         let places: Vec<Placement> = entries.iter().map(Placement::of).collect();
         if places.contains(&Placement::Thread) {
@@ -642,4 +644,51 @@ fn bad_batch(error: &serde_json::Error) -> Reply {
         format!("a batch is {{\"calls\": [call, ...]}}, each call what POST /v1/decide takes{twice}"),
     )
     .reply()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use guardhost::{AbiKind, Isolation, ProviderInfo, ProviderSource};
+
+    use super::Placement;
+
+    fn library(never_blocks: bool, timeout_ms: Option<u64>, isolation: Isolation) -> ProviderInfo {
+        ProviderInfo {
+            name: "p".into(),
+            source: ProviderSource::Library { path: PathBuf::from("/lib/libp.so"), symbol: "P".into() },
+            abi_version: (1, 3),
+            abi_kind: AbiKind::Rust,
+            accepted_keys: Vec::new(),
+            accepts_extra_keys: false,
+            framework_injected: false,
+            volatile_metadata_keys: Vec::new(),
+            path_keys: Vec::new(),
+            unread_inputs: Vec::new(),
+            never_blocks,
+            timeout_ms,
+            isolation,
+            transport: None,
+            sha256: None,
+        }
+    }
+
+    #[test]
+    fn a_library_that_never_blocks_is_decided_in_place_unless_given_a_deadline() {
+        assert_eq!(Placement::of(&library(false, None, Isolation::InProcess)), Placement::Thread);
+        assert_eq!(Placement::of(&library(true, None, Isolation::InProcess)), Placement::Here);
+        assert_eq!(Placement::of(&library(true, Some(50), Isolation::InProcess)), Placement::Awaited);
+        assert_eq!(Placement::of(&library(true, None, Isolation::Process)), Placement::Awaited);
+        let builtin = ProviderInfo {
+            source: ProviderSource::Builtin { symbol: "AllowlistProvider".into() },
+            ..library(false, None, Isolation::InProcess)
+        };
+        assert_eq!(Placement::of(&builtin), Placement::Here);
+        // A chain goes where its least trusted entry must.
+        let never = library(true, None, Isolation::InProcess);
+        let may = library(false, None, Isolation::InProcess);
+        assert_eq!(Placement::of_all(&[never.clone(), builtin]), Placement::Here);
+        assert_eq!(Placement::of_all(&[never, may]), Placement::Thread);
+    }
 }

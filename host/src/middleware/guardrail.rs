@@ -458,6 +458,21 @@ impl GuardrailMiddleware {
         self.decision_log.as_ref().map(|_| Instant::now())
     }
 
+    /// The time of a call about to be decided: now, unless no one would
+    /// read it (no audit sink, no decision log, and every provider declares
+    /// it does not read the request's attribution, of which the timestamp is
+    /// part), when it is left empty, as such a provider is handed it.
+    fn now(&self) -> Timestamp {
+        if self.audit.is_some()
+            || self.decision_log.is_some()
+            || self.guards.iter().any(|guard| guard.provider.reads_attribution())
+        {
+            Timestamp::now()
+        } else {
+            Timestamp::empty()
+        }
+    }
+
     /// Sets the audit sink.
     pub fn with_audit_sink(mut self, sink: Arc<dyn AuditSink>) -> Self {
         self.audit = Some(sink);
@@ -520,7 +535,7 @@ impl GuardrailMiddleware {
     pub fn wrap_tool_call(&self, mut call: ToolCallRequest, handler: SyncHandler<'_>) -> ToolResult {
         let started = self.started();
         let mut args = std::mem::take(&mut call.tool_call.args);
-        let now = Timestamp::now();
+        let now = self.now();
         let decided = self.decide_sync(&call, Args::Lent(&mut args), now.as_str(), started);
         call.tool_call.args = args;
         let (decision, ..) = decided?;
@@ -534,7 +549,7 @@ impl GuardrailMiddleware {
     pub async fn awrap_tool_call(&self, mut call: ToolCallRequest, handler: AsyncHandler) -> ToolResult {
         let started = self.started();
         let mut args = std::mem::take(&mut call.tool_call.args);
-        let now = Timestamp::now();
+        let now = self.now();
         let decided = self.decide_async(&call, Args::Lent(&mut args), now.as_str(), started).await;
         call.tool_call.args = args;
         let (decision, ..) = decided?;
@@ -551,7 +566,7 @@ impl GuardrailMiddleware {
     /// request the provider saw.
     pub fn decide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
         let started = self.started();
-        let now = Timestamp::now();
+        let now = self.now();
         let (decision, provider_error, _) =
             self.decide_sync(call, Args::Borrowed(&call.tool_call.args), now.as_str(), started)?;
         Ok((decision, provider_error))
@@ -560,7 +575,7 @@ impl GuardrailMiddleware {
     /// [`Self::decide`] on the async path (the providers' `aevaluate`).
     pub async fn adecide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
         let started = self.started();
-        let now = Timestamp::now();
+        let now = self.now();
         let (decision, provider_error, _) =
             self.decide_async(call, Args::Borrowed(&call.tool_call.args), now.as_str(), started).await?;
         Ok((decision, provider_error))

@@ -67,19 +67,54 @@ pub struct AllowlistConfig {
 /// Allows or denies tool calls by name.
 #[derive(Debug, Clone)]
 pub struct AllowlistProvider {
-    allowed: Option<HashSet<String>>,
-    denied: HashSet<String>,
+    allowed: Option<Names>,
+    denied: Names,
+}
+
+/// A set of tool names. Lists are short (a handful of names): up to
+/// [`Names::SCANNED`] are compared one by one, which is faster than
+/// hashing the name; longer ones are hashed.
+#[derive(Debug, Clone)]
+enum Names {
+    Few(Vec<String>),
+    Many(HashSet<String>),
+}
+
+impl Names {
+    const SCANNED: usize = 8;
+
+    fn new(names: impl IntoIterator<Item = String>) -> Self {
+        let set: HashSet<String> = names.into_iter().collect();
+        if set.len() <= Self::SCANNED {
+            Names::Few(set.into_iter().collect())
+        } else {
+            Names::Many(set)
+        }
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        match self {
+            Names::Few(names) => names.iter().any(|n| n == name),
+            Names::Many(names) => names.contains(name),
+        }
+    }
 }
 
 impl Provider for AllowlistProvider {
     const NAME: &'static str = "allowlist";
+    // It decides by the tool's name alone, from memory: the host prepares
+    // nothing else for it, and need not expect it to wait.
+    const READS_TOOL_INPUT: bool = false;
+    const READS_AUTHZ_ATTRIBUTES: bool = false;
+    const READS_ATTRIBUTION: bool = false;
+    const NEVER_BLOCKS: bool = true;
     type Config = AllowlistConfig;
 
     fn new(config: AllowlistConfig) -> Result<Self, ProviderError> {
         let denied = config.denied_tools.unwrap_or_default();
         Ok(AllowlistProvider {
-            allowed: config.allowed_tools.map(|tools| tools.into_iter().collect()),
-            denied: denied.iter().map(|tool| tool.trim_ascii().to_owned()).collect(),
+            allowed: config.allowed_tools.map(Names::new),
+            denied: Names::new(denied.iter().map(|tool| tool.trim_ascii().to_owned())),
         })
     }
 

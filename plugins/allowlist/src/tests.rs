@@ -183,3 +183,21 @@ fn config_errors_name_the_key_never_the_value() {
         assert!(!err.contains("S3cr3t"), "{config}: {err}");
     }
 }
+
+#[test]
+fn long_lists_decide_as_short_ones() {
+    // Up to 8 names are scanned, more are hashed: both decide alike.
+    let many: Vec<String> = (0..20).map(|i| format!("tool_{i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    for names in [&many[..3], &many[..8], &many[..9], &many[..]] {
+        let denied = provider(None, Some(names));
+        let allowed = provider(Some(names), None);
+        for name in names {
+            assert!(!decide(&denied, name).allow, "{name} in {} denied names", names.len());
+            assert!(decide(&allowed, name).allow, "{name} in {} allowed names", names.len());
+        }
+        assert!(decide(&denied, "other").allow);
+        assert!(!decide(&allowed, "other").allow);
+        assert!(!decide(&denied, &format!("{} ", names[0])).allow, "trailing blank");
+    }
+}

@@ -167,6 +167,8 @@ class GuardhostProvider:
         """The guardhost provider's name (e.g. ``allowlist``, ``oap``)."""
         # The hot path, without a Python frame in between.
         self.evaluate = core.evaluate  # type: ignore[method-assign]
+        self._aevaluate_here = core.aevaluate_here
+        self._may_block: bool = core.may_block
 
     @property
     def info(self) -> dict[str, Any]:
@@ -175,19 +177,21 @@ class GuardhostProvider:
 
     def evaluate(self, request: Any) -> Any:  # noqa: F811 - replaced per instance by the core's
         """Decides one tool call: DeerFlow's ``GuardrailRequest`` in (read by
-        attribute), a ``GuardrailDecision`` out. The GIL is released while the
-        provider decides. A provider error raises :class:`guardhost.ProviderError`
-        (DeerFlow's ``fail_closed`` then decides); an interrupt raises LangGraph's
-        ``GraphInterrupt`` (or :class:`guardhost.Interrupt` without LangGraph)."""
+        attribute; only what the provider reads), a ``GuardrailDecision`` out.
+        The GIL is released while the provider decides, unless it declares
+        that it never blocks. A provider error raises
+        :class:`guardhost.ProviderError` (DeerFlow's ``fail_closed`` then
+        decides); an interrupt raises LangGraph's ``GraphInterrupt`` (or
+        :class:`guardhost.Interrupt` without LangGraph)."""
         return self._core.evaluate(request)
 
     async def aevaluate(self, request: Any) -> Any:
         """The async :meth:`evaluate`, through the provider's ``aevaluate``. A
         provider that can block (``timeout_ms``, ``isolation: process``) runs in
         a worker thread, so the event loop never waits on it."""
-        if self._core.may_block:
-            return await asyncio.to_thread(self._core.evaluate, request, True)
-        return self._core.evaluate(request, True)
+        if self._may_block:
+            return await asyncio.to_thread(self._aevaluate_here, request)
+        return self._aevaluate_here(request)
 
     def filter_resources(self, principal: Any, resource_type: str, candidates: list[str]) -> list[str]:
         """DeerFlow's assembly-time filter (``AuthorizationProvider.filter_resources``):
