@@ -158,16 +158,19 @@ fn middleware(c: &mut Criterion) {
             });
         }
     }
-    // The same denial without an audit sink: the message alone.
-    let (_, provider, _, denied) = providers().swap_remove(1);
+    // The same calls without an audit sink: the decision and the message
+    // alone (and no clock read for a provider that does not read the time).
+    let (_, provider, allowed, denied) = providers().swap_remove(1);
     let bare = GuardrailMiddleware::new(provider);
-    group.bench_function("wrap_tool_call/allowlist .so/deny, no audit sink", |b| {
-        b.iter_batched(
-            || denied.clone(),
-            |call| black_box(bare.wrap_tool_call(call, &passthrough).unwrap()),
-            BatchSize::SmallInput,
-        )
-    });
+    for (kind, call) in [("allow", &allowed), ("deny", &denied)] {
+        group.bench_function(format!("wrap_tool_call/allowlist .so/{kind}, no audit sink"), |b| {
+            b.iter_batched(
+                || call.clone(),
+                |call| black_box(bare.wrap_tool_call(call, &passthrough).unwrap()),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     group.finish();
 }
 
