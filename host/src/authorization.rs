@@ -126,7 +126,7 @@ impl GuardrailProvider for AuthorizationAdapter {
             return Some(Ok(decision));
         }
         let call = self.with_role(call);
-        Some(self.inner.evaluate_view(&call).unwrap_or_else(|| self.inner.evaluate(&call.to_request())))
+        Some(crate::provider::evaluate_call(&*self.inner, &call))
     }
 
     fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
@@ -136,10 +136,7 @@ impl GuardrailProvider for AuthorizationAdapter {
             }
             let call = self.with_role(call);
             // Bound, so that the provider's future is gone before `call`.
-            let evaluation = match self.inner.aevaluate_view(&call) {
-                Some(evaluation) => evaluation.await,
-                None => self.inner.aevaluate(&call.to_request()).await,
-            };
+            let evaluation = crate::provider::aevaluate_call(&*self.inner, &call).await;
             evaluation
         }))
     }

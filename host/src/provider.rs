@@ -99,6 +99,21 @@ pub fn evaluate_here(
 /// The result of asking a provider.
 pub type Evaluation = Result<GuardrailDecision, ProviderFailure>;
 
+/// Asks `provider` about `call` through the borrowed view when it takes
+/// one ([`GuardrailProvider::evaluate_view`]), else through the owned
+/// request made from it.
+pub fn evaluate_call(provider: &dyn GuardrailProvider, call: &CallView<'_>) -> Evaluation {
+    provider.evaluate_view(call).unwrap_or_else(|| provider.evaluate(&call.to_request()))
+}
+
+/// [`evaluate_call`] on the async path.
+pub async fn aevaluate_call(provider: &dyn GuardrailProvider, call: &CallView<'_>) -> Evaluation {
+    match provider.aevaluate_view(call) {
+        Some(evaluation) => evaluation.await,
+        None => provider.aevaluate(&call.to_request()).await,
+    }
+}
+
 /// A guardrail provider, as the middleware sees it.
 pub trait GuardrailProvider: Send + Sync {
     /// The provider's name.

@@ -59,8 +59,7 @@ impl Class {
         if ty.hasattr(intern!(py, "__post_init__"))? {
             return Ok(None);
         }
-        let object_new = object.getattr(intern!(py, "__new__"))?;
-        if !ty.getattr(intern!(py, "__new__"))?.is(&object_new) {
+        if !ty.getattr(intern!(py, "__new__"))?.is(&object.getattr(intern!(py, "__new__"))?) {
             return Ok(None);
         }
         // A frozen dataclass's own `__setattr__` refuses what its `__init__`

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use guardhost::decision_log::{Decided, DecisionLog, DecisionLogConfig};
-use guardhost::provider::Evaluation;
+use guardhost::provider::{aevaluate_call, evaluate_call, Evaluation};
 use guardhost::{
     block_on, CallView, GuardrailProvider, Isolation, LoadedProvider, ProviderFailure, ProviderInfo,
     ProviderSpec, Transport,
@@ -275,15 +275,12 @@ impl Provider {
     }
 }
 
-/// Asks `provider` about `call` through its borrowed view when it can take
-/// one, else through the owned request.
+/// Asks `provider` about `call`, on the sync path or (driven here) the
+/// async one.
 fn decide(provider: &dyn GuardrailProvider, call: &CallView<'_>, asynchronous: bool) -> Evaluation {
     if asynchronous {
-        match provider.aevaluate_view(call) {
-            Some(future) => block_on(future),
-            None => block_on(provider.aevaluate(&call.to_request())),
-        }
+        block_on(aevaluate_call(provider, call))
     } else {
-        provider.evaluate_view(call).unwrap_or_else(|| provider.evaluate(&call.to_request()))
+        evaluate_call(provider, call)
     }
 }
