@@ -156,7 +156,7 @@ fn probe(guardrail: &Guardrail, index: usize) -> Result<String, CliError> {
         }
     };
     let first = decision.reasons.first();
-    if let Some(broken) = first.filter(|r| BROKEN_SETUP.contains(&r.code.as_str())) {
+    if let Some(broken) = first.filter(|r| BROKEN_SETUP.contains(&&*r.code)) {
         return Err(CliError::CannotDecide(format!(
             "provider '{name}' loads, but its setup is broken: it denied a harmless call ({what}) with {} ({}); \
              every call would be denied the same way. Fix the passport or the provider's config",
@@ -166,7 +166,7 @@ fn probe(guardrail: &Guardrail, index: usize) -> Result<String, CliError> {
     let outcome = if decision.allow { "allowed" } else { "denied" };
     let reason = match first {
         None => "no reason".to_owned(),
-        Some(r) if r.message.is_empty() => r.code.clone(),
+        Some(r) if r.message.is_empty() => r.code.to_string(),
         Some(r) => format!("{}: {}", r.code, r.message),
     };
     Ok(format!("{what}: {outcome} ({reason}); the provider decides"))

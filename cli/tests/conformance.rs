@@ -34,7 +34,7 @@ fn the_command_exits_0_1_or_2_and_writes_every_format() {
             .concat());
     assert_eq!(good.status.code(), Some(0), "{}", String::from_utf8_lossy(&good.stdout));
     let text = String::from_utf8(good.stdout).unwrap();
-    assert!(text.contains("PASS  decisions.hygiene") && text.contains("17 cases: 17 pass"), "{text}");
+    assert!(text.contains("PASS  decisions.hygiene") && text.contains("18 cases: 18 pass"), "{text}");
 
     let junit = dir.path().join("report.xml");
     let bad = cli(&[

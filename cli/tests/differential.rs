@@ -50,7 +50,7 @@ fn decide(guardrail: &Guardrail, tool: &str, args: &Value) -> (bool, String) {
         // The Cedar set gives commands to developers; the passport has no roles.
         .with_context(json!({"user_role": "developer"}).as_object().unwrap().clone());
     let verdict = guardrail.middleware.check(&call).unwrap();
-    let code = verdict.decision.reasons.first().map(|r| r.code.clone()).unwrap_or_default();
+    let code = verdict.decision.reasons.first().map(|r| r.code.to_string()).unwrap_or_default();
     (verdict.allowed(), code)
 }
 

@@ -236,7 +236,11 @@ impl DecisionLog {
         };
         Entry {
             decision_id: crate::audit::decision_id(),
-            time: view.timestamp.to_owned(),
+            // Empty when no provider reads the call's time: then it is now.
+            time: match view.timestamp {
+                "" => crate::request::Timestamp::now().as_str().to_owned(),
+                time => time.to_owned(),
+            },
             run_id: owned(&view.attribution.run_id),
             thread_id: owned(&view.attribution.thread_id),
             tool_call_id: view.tool_call_id.map(str::to_owned),
@@ -312,7 +316,7 @@ fn reason_codes(decision: &GuardrailDecision) -> Vec<String> {
         Some(reasons) if decision.allow => {
             reasons.iter().filter_map(|r| r.get("code").and_then(Value::as_str).map(str::to_owned)).collect()
         }
-        _ => decision.reasons.iter().map(|r| r.code.clone()).collect(),
+        _ => decision.reasons.iter().map(|r| r.code.to_string()).collect(),
     }
 }
 

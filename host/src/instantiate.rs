@@ -279,7 +279,7 @@ impl Descriptor {
         &self,
         config: &Map<String, Value>,
     ) -> Result<Arc<dyn GuardrailProvider>, ProviderFailure> {
-        self.construct_handed(config, self.declarations())
+        self.construct_handed(config, self.declarations(), true)
     }
 
     /// As [`Descriptor::construct_raw`], but the provider is handed every
@@ -290,20 +290,41 @@ impl Descriptor {
         &self,
         config: &Map<String, Value>,
     ) -> Result<Arc<dyn GuardrailProvider>, ProviderFailure> {
-        self.construct_handed(config, 0)
+        self.construct_handed(config, 0, true)
+    }
+
+    /// As [`Descriptor::construct_raw`], but the provider is decided through
+    /// its `evaluate` even when its library has `decide` (ABI 1.4), which
+    /// the host calls instead: the conformance kit decides the same calls
+    /// with both to check that they agree.
+    pub fn construct_raw_through_evaluate(
+        &self,
+        config: &Map<String, Value>,
+    ) -> Result<Arc<dyn GuardrailProvider>, ProviderFailure> {
+        self.construct_handed(config, self.declarations(), false)
+    }
+
+    /// Whether the library has `decide` (ABI 1.4).
+    pub fn has_decide(&self) -> bool {
+        matches!(self.kind(), Ok(factory) if factory.decide().is_some())
     }
 
     fn construct_handed(
         &self,
         config: &Map<String, Value>,
         declarations: u32,
+        through_decide: bool,
     ) -> Result<Arc<dyn GuardrailProvider>, ProviderFailure> {
         match self.kind() {
             Ok(factory) => {
                 let json = Value::Object(config.clone()).to_string();
                 match (factory.construct())(RStr::from_str(&json)) {
                     RResult::ROk(object) => {
-                        Ok(Arc::new(AbiProvider::new(object).with_declarations(declarations)))
+                        let provider = AbiProvider::new(object).with_declarations(declarations);
+                        Ok(Arc::new(match factory.decide() {
+                            Some(decide) if through_decide => provider.deciding_through(decide),
+                            _ => provider,
+                        }))
                     }
                     RResult::RErr(error) => Err(failure(error)),
                 }

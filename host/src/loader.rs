@@ -452,11 +452,12 @@ fn find_descriptor(
     // abi_stable accepts a factory with more fields than expected, not fewer:
     // check an older library against the shape of its own minor version.
     // (Each new minor adds its predecessor's shape to `compat` and an arm here.)
-    const _: () = assert!(ABI_MINOR == 3, "add the previous minor's factory shape to the match below");
+    const _: () = assert!(ABI_MINOR == 4, "add the previous minor's factory shape to the match below");
     let expected = match header.abi_minor {
         0 => compat::v1_0::FACTORY_LAYOUT,
         1 => compat::v1_1::FACTORY_LAYOUT,
         2 => compat::v1_2::FACTORY_LAYOUT,
+        3 => compat::v1_3::FACTORY_LAYOUT,
         _ => FACTORY_LAYOUT,
     };
     abi_stable::abi_stability::abi_checking::check_layout_compatibility(expected, descriptor.layout)

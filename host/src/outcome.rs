@@ -428,7 +428,7 @@ pub(crate) fn with_first_reason(
     message: String,
     decision: GuardrailDecision,
 ) -> GuardrailDecision {
-    let mut reasons = vec![GuardrailReason::new(code, message)];
+    let mut reasons = vec![GuardrailReason::new(code.to_owned(), message)];
     reasons.extend(decision.reasons);
     GuardrailDecision { allow, reasons, policy_id: decision.policy_id, metadata: decision.metadata }
 }

@@ -9,8 +9,10 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
-use abi_stable::std_types::{ROption, RResult, RStr};
-use guardhost_abi::{declarations, Decision, ErrorKind, ProviderBox, ProviderError, Request};
+use abi_stable::std_types::{RCow, ROption, RResult, RStr};
+use guardhost_abi::{
+    declarations, Brief, Decision, ErrorKind, ProviderBox, ProviderError, Request, Verdict, VerdictResult,
+};
 use serde_json::{Map, Value};
 
 use crate::request::{CallView, GuardrailDecision, GuardrailReason, GuardrailRequest};
@@ -160,7 +162,9 @@ pub trait GuardrailProvider: Send + Sync {
     /// Whether every evaluation decides from memory and returns at once
     /// (by default, no: it may wait). A caller may then call it where it
     /// would not call code that can wait (the Python package keeps the
-    /// interpreter's lock).
+    /// interpreter's lock), and decide an async call through
+    /// [`GuardrailProvider::evaluate_view`] or [`GuardrailProvider::evaluate`]
+    /// (the middleware does: nothing is boxed or awaited).
     fn never_blocks(&self) -> bool {
         false
     }
@@ -172,7 +176,13 @@ pub struct AbiProvider {
     name: String,
     /// What the provider declares: bits of [`guardhost_abi::declarations`].
     declared: u32,
+    /// The library's `decide` (ABI 1.4), called instead of the object's
+    /// `evaluate` when present.
+    decide: Option<DecideFn>,
 }
+
+/// A library's [`guardhost_abi::ProviderFactory::decide`].
+pub type DecideFn = extern "C" fn(&ProviderBox, &Request<'_>) -> VerdictResult;
 
 impl std::fmt::Debug for AbiProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -184,7 +194,14 @@ impl AbiProvider {
     /// Wraps a constructed provider.
     pub fn new(object: ProviderBox) -> Self {
         let name = object.name().as_str().to_owned();
-        AbiProvider { object, name, declared: 0 }
+        AbiProvider { object, name, declared: 0, decide: None }
+    }
+
+    /// The same provider, decided through its library's `decide` (ABI 1.4):
+    /// `decide` must be the entry of the factory that constructed it (the
+    /// library answers another provider with an error).
+    pub fn deciding_through(self, decide: DecideFn) -> Self {
+        AbiProvider { decide: Some(decide), ..self }
     }
 
     /// The same provider, taken at its word: `declarations` (bits of
@@ -304,6 +321,28 @@ fn authz_text(call: &CallView<'_>) -> Cow<'static, str> {
     call.attribution.authz_attributes.map_or(Cow::Borrowed("{}"), object_text)
 }
 
+/// The host's decision of a library's [`Verdict`]: a brief one's texts are
+/// read in place (its code is the library's static text, and a library is
+/// never unloaded), a full one's as [`from_abi`] does.
+fn from_verdict(result: VerdictResult) -> Evaluation {
+    match result {
+        RResult::ROk(Verdict::Brief(Brief { allow, code, message })) => Ok(GuardrailDecision {
+            allow,
+            reasons: vec![GuardrailReason {
+                code: Cow::Borrowed(code.as_str()),
+                message: match message {
+                    RCow::Borrowed(text) => Cow::Borrowed(text.as_str()),
+                    RCow::Owned(text) => Cow::Owned(text.into_string()),
+                },
+            }],
+            policy_id: None,
+            metadata: Map::new(),
+        }),
+        RResult::ROk(Verdict::Full(decision)) => from_abi(RResult::ROk(decision)),
+        RResult::RErr(error) => Err(failure(error)),
+    }
+}
+
 fn from_abi(result: RResult<Decision, ProviderError>) -> Evaluation {
     let decision = match result {
         RResult::ROk(decision) => decision,
@@ -327,7 +366,7 @@ fn from_abi(result: RResult<Decision, ProviderError>) -> Evaluation {
         reasons: decision
             .reasons
             .iter()
-            .map(|r| GuardrailReason::new(r.code.as_str(), r.message.as_str()))
+            .map(|r| GuardrailReason::new(r.code.as_str().to_owned(), r.message.as_str().to_owned()))
             .collect(),
         policy_id: decision.policy_id.as_ref().map(|p| p.as_str().to_owned()).into_option(),
         metadata,
@@ -417,14 +456,28 @@ impl AbiProvider {
     fn decide(&self, call: &CallView<'_>) -> Evaluation {
         let authz = self.authz_text(call);
         if !self.reads(declarations::NO_TOOL_INPUT) {
-            return from_abi(self.object.evaluate(&self.request(call, NOT_PASSED, &authz)));
+            return self.call(&self.request(call, NOT_PASSED, &authz));
         }
-        with_object_text(call.tool_input, |args| {
-            from_abi(self.object.evaluate(&self.request(call, args, &authz)))
-        })
+        with_object_text(call.tool_input, |args| self.call(&self.request(call, args, &authz)))
+    }
+
+    /// The provider's decision of `request`: through the library's
+    /// `decide` when it has one, else the object's `evaluate`.
+    fn call(&self, request: &Request<'_>) -> Evaluation {
+        match self.decide {
+            Some(decide) => from_verdict(decide(&self.object, request)),
+            None => from_abi(self.object.evaluate(request)),
+        }
     }
 
     async fn adecide(&self, call: &CallView<'_>) -> Evaluation {
+        // A provider that declares it never blocks is decided through its
+        // sync entry on the async path too (`NEVER_BLOCKS` says so): its
+        // decision is ready at once, and the future's boxing on both sides
+        // of the boundary would cost more than the decision.
+        if self.never_blocks() {
+            return self.decide(call);
+        }
         // The texts outlive the provider's future, so they are owned here.
         let args = if self.reads(declarations::NO_TOOL_INPUT) {
             object_text(call.tool_input)

@@ -457,18 +457,23 @@ impl Timestamp {
 }
 
 /// Why a decision was made.
+///
+/// Both texts are borrowed when they are static: the host's own codes, and
+/// those a provider library returns in a [`guardhost_abi::Verdict`] (a
+/// library is never unloaded, so its static text lives as long as the
+/// process), and owned otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuardrailReason {
     /// A namespaced code, e.g. `oap.tool_not_allowed`.
-    pub code: String,
+    pub code: Cow<'static, str>,
     /// A human-readable explanation; may be empty.
     #[serde(default)]
-    pub message: String,
+    pub message: Cow<'static, str>,
 }
 
 impl GuardrailReason {
     /// A reason.
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<Cow<'static, str>>, message: impl Into<Cow<'static, str>>) -> Self {
         GuardrailReason { code: code.into(), message: message.into() }
     }
 }
@@ -494,7 +499,7 @@ impl GuardrailDecision {
     pub fn with_reason(allow: bool, code: &str, message: &str) -> Self {
         GuardrailDecision {
             allow,
-            reasons: vec![GuardrailReason::new(code, message)],
+            reasons: vec![GuardrailReason::new(code.to_owned(), message.to_owned())],
             policy_id: None,
             metadata: Map::new(),
         }

@@ -93,9 +93,9 @@ fn a_denied_call_never_reaches_later_entries() {
     );
     let guardrail = guardrail(&yaml);
     let (bash, error) = decided(&guardrail, "bash");
-    assert_eq!((bash.reasons[0].code.as_str(), error), ("oap.tool_not_allowed", false));
+    assert_eq!((bash.reasons[0].code.as_ref(), error), ("oap.tool_not_allowed", false));
     let (read, error) = decided(&guardrail, "read_file");
-    assert_eq!((read.allow, read.reasons[0].code.as_str(), error), (false, "oap.evaluator_error", true));
+    assert_eq!((read.allow, read.reasons[0].code.as_ref(), error), (false, "oap.evaluator_error", true));
     assert_eq!(decided_by(&read), Some("erroring"));
 }
 
@@ -116,7 +116,7 @@ fn each_entry_has_its_own_fail_closed() {
     let guardrail = guardrail(&yaml);
     // The failing entry lets the call go on; the allowlist still decides.
     let (bash, error) = decided(&guardrail, "bash");
-    assert_eq!((bash.allow, bash.reasons[0].code.as_str(), error), (false, "oap.tool_not_allowed", false));
+    assert_eq!((bash.allow, bash.reasons[0].code.as_ref(), error), (false, "oap.tool_not_allowed", false));
     // Allowed: the fail-open error is what is reported.
     let (read, error) = decided(&guardrail, "read_file");
     assert!(read.allow && error);
@@ -289,4 +289,34 @@ fn chain_configs_that_cannot_mean_what_they_say_are_refused() {
         error.starts_with("`guardrails.providers` entry 2: `use: builtin:NoSuchProvider` names no built-in"),
         "{error}"
     );
+}
+
+#[test]
+fn a_call_whose_time_no_provider_reads_is_stamped_when_recorded() {
+    // The allowlist declares it does not read the attribution, of which the
+    // call's time is part: no clock is read as its calls arrive, and a
+    // decision-log entry or an audit event takes the time it is recorded.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("decisions.jsonl");
+    let yaml = format!(
+        "guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    config: {{denied_tools: [bash]}}\n  decision_log: {{path: {}}}\n",
+        log.display()
+    );
+    let guardrail = guardrail(&yaml);
+    assert!(!guardrail.middleware.provider().reads_attribution());
+    let sink = Arc::new(MemoryAuditSink::new());
+    let middleware = guardrail.middleware.clone().with_audit_sink(sink.clone());
+    for tool in ["bash", "read_file"] {
+        middleware.decide(&tool_call(tool, json!({}))).unwrap();
+    }
+    middleware.decision_log().unwrap().flush();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let times: Vec<String> =
+        text.lines().map(|line| serde_json::from_str::<Value>(line).unwrap()["time"].to_string()).collect();
+    assert_eq!(times.len(), 2, "{text}");
+    let events = sink.events();
+    assert_eq!(events.len(), 1, "the denial only");
+    for time in times.iter().map(|t| t.trim_matches('"')).chain([events[0].time.as_str()]) {
+        chrono::DateTime::parse_from_rfc3339(time).unwrap_or_else(|e| panic!("{time:?}: {e}"));
+    }
 }

@@ -500,7 +500,7 @@ fn a_library_built_against_abi_1_0_loads_and_declares_no_volatile_metadata() {
     assert!(loaded.provider.evaluate(&request).unwrap().allow);
 
     let current = load(&use_of("guardhost_bad_descriptors", "FineProvider"), Map::new());
-    assert_eq!(current.info.abi_version, (1, 3));
+    assert_eq!(current.info.abi_version, (1, 4));
 }
 
 #[test]
@@ -534,10 +534,33 @@ fn a_library_built_against_abi_1_2_loads_and_is_handed_every_input() {
 }
 
 #[test]
+fn a_library_built_against_abi_1_3_is_decided_through_evaluate() {
+    // The same provider, whose `decide` and `evaluate` answer with their own
+    // codes, exported as a 1.3 library (no `decide`) and as a 1.4 one.
+    let call = guardhost::ToolCallRequest::new("bash", Map::new());
+    let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
+    let code = |provider: &dyn guardhost::GuardrailProvider, asynchronous| {
+        let decision = guardhost::provider::evaluate_here(provider, &request, asynchronous).unwrap();
+        decision.reasons[0].code.to_string()
+    };
+    let old = load(&use_of("guardhost_bad_descriptors", "AbiOneThree"), Map::new());
+    assert_eq!(old.info.abi_version, (1, 3));
+    assert_eq!(old.info.unread_inputs, ["tool_input"]);
+    assert_eq!(code(&*old.provider, false), "fine.evaluated");
+    // (Its async path is the library's `aevaluate`, compiled here against
+    // 1.4, so `decide`'s: a 1.3 library's default calls `evaluate`.)
+    let now = load(&use_of("guardhost_bad_descriptors", "TwoEntriesNow"), Map::new());
+    assert_eq!(now.info.abi_version, (1, 4));
+    // The async path calls `aevaluate`, by default `decide`'s decision.
+    assert_eq!(code(&*now.provider, false), "fine.decided");
+    assert_eq!(code(&*now.provider, true), "fine.decided");
+}
+
+#[test]
 fn a_provider_that_reads_no_arguments_is_handed_none() {
-    // The allowlist declares it reads neither input (ABI 1.3).
+    // The allowlist declares it reads neither input (ABI 1.3; the library is of 1.4).
     let loaded = load(&use_of("guardhost_allowlist", "AllowlistProvider"), Map::new());
-    assert_eq!(loaded.info.abi_version, (1, 3));
+    assert_eq!(loaded.info.abi_version, (1, 4));
     assert_eq!(loaded.info.unread_inputs, ["tool_input", "authz_attributes", "attribution"]);
     assert!(!loaded.provider.reads_tool_input());
     // The zoo's `MisdeclaresInputs` claims it does not read the arguments

@@ -79,6 +79,21 @@ pub(crate) struct Extra {
     /// One handed every part of each request, when the provider declares
     /// it does not read some ([`CaseId::DeclaredInputs`]).
     pub(crate) reading_everything: Option<Result<Arc<dyn GuardrailProvider>, String>>,
+    /// One decided through `evaluate` rather than the library's `decide`
+    /// ([`CaseId::DecideAgreement`]).
+    pub(crate) through_evaluate: ThroughEvaluate,
+}
+
+/// The instance [`CaseId::DecideAgreement`] compares with.
+pub(crate) enum ThroughEvaluate {
+    /// The library has no `decide` (ABI 1.3 or earlier, or a C library):
+    /// the host calls its `evaluate`.
+    NoDecide,
+    /// The provider runs in another process, where the kit cannot choose
+    /// the entry.
+    Isolated,
+    /// A second instance, or why there is none.
+    Instance(Result<Arc<dyn GuardrailProvider>, String>),
 }
 
 /// Runs every evaluation case against `loaded`.
@@ -90,7 +105,7 @@ pub(crate) fn check(
     resident: &measure::Resident,
     extra: Extra,
 ) {
-    let Extra { concurrent, reading_everything } = extra;
+    let Extra { concurrent, reading_everything, through_evaluate } = extra;
     let provider = &loaded.provider;
     let volatile = Arc::new(loaded.info.volatile_metadata_keys.clone());
     let probes = Arc::new(corpus());
@@ -214,6 +229,41 @@ pub(crate) fn check(
         )
     });
     hung.extend(no_answers(&asynchronous));
+
+    recorder.check(CaseId::DecideAgreement, || {
+        let twin = match through_evaluate {
+            ThroughEvaluate::NoDecide => {
+                return Finding::pass(
+                    "the library has no `decide` (ABI 1.3 or earlier): the host calls `evaluate`",
+                )
+            }
+            ThroughEvaluate::Isolated => {
+                return Finding::skip("checked when the kit loads the library in process")
+            }
+            ThroughEvaluate::Instance(Err(why)) => return Finding::fail(why),
+            ThroughEvaluate::Instance(Ok(twin)) => twin,
+        };
+        let skip: BTreeSet<usize> = hung.union(&unstable).copied().collect();
+        let compared = probes.len() - skip.len();
+        if compared == 0 {
+            return Finding::skip("no request was answered alike every time on the sync path (see above)");
+        }
+        let mut differences = Vec::new();
+        for (path, name) in [(Path::Sync, "evaluate"), (Path::Async, "aevaluate")] {
+            let given = pass(&twin, &probes, &skip, path, &volatile, options);
+            differences.extend(compare(&probes, &first, &given, "decide", name).unwrap_or_default());
+        }
+        if differences.is_empty() {
+            Finding::pass(format!("{compared} requests decided alike by decide, evaluate and aevaluate"))
+        } else {
+            Finding::fail(format!(
+                "{} decisions of evaluate or aevaluate differ from decide's, which is what the host \
+                 calls: write evaluate as `self.decide(request).map(Decision::from)`",
+                differences.len()
+            ))
+            .details(differences)
+        }
+    });
 
     recorder.check(CaseId::DeclaredInputs, || {
         let skip: BTreeSet<usize> = hung.union(&unstable).copied().collect();

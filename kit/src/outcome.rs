@@ -65,7 +65,7 @@ impl Outcome {
         match self {
             Outcome::Decided(d) => {
                 let mut s = if d.allow { "allow".to_owned() } else { "deny".to_owned() };
-                let codes: Vec<&str> = d.reasons.iter().map(|r| r.code.as_str()).collect();
+                let codes: Vec<&str> = d.reasons.iter().map(|r| &*r.code).collect();
                 s.push_str(&format!(" [{}]", codes.join(", ")));
                 if let Some(policy) = &d.policy_id {
                     s.push_str(&format!(" policy {policy}"));

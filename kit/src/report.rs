@@ -72,6 +72,7 @@ case_ids! {
     EvaluationCorpus = "evaluation.corpus": "every request of the corpus gets a decision, in time",
     Determinism = "determinism": "the same request, asked again at once, gets the same decision",
     SyncAsyncAgreement = "agreement.sync_async": "evaluate and aevaluate decide the corpus alike",
+    DecideAgreement = "agreement.decide": "a library's `decide` (ABI 1.4, what the host calls) and its `evaluate` and `aevaluate` decide the corpus alike",
     DeclaredInputs = "declarations.inputs": "a provider that declares it does not read an input decides the corpus alike when given it",
     EvaluationPanics = "evaluation.panics": "no evaluation panics (a panic is caught and reported; the kit goes on)",
     DecisionHygiene = "decisions.hygiene": "denials carry reasons with namespaced codes",

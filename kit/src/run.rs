@@ -67,7 +67,9 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
                 None => recorder.skip_rest("the provider could not be constructed (see construction.config)"),
                 Some(loaded) => {
                     let twin = reading_everything(&descriptor, &loaded, config, options);
-                    let extra = evaluation::Extra { concurrent: None, reading_everything: twin };
+                    let through_evaluate = through_evaluate(&descriptor, &loaded, config, options);
+                    let extra =
+                        evaluation::Extra { concurrent: None, reading_everything: twin, through_evaluate };
                     evaluation::check(
                         &mut recorder,
                         &loaded,
@@ -86,6 +88,39 @@ pub fn run(use_: &str, config: &Map<String, Value>, options: &Options) -> Report
 }
 
 /// A second instance of the provider, constructed from the same config as
+/// `loaded`, decided through `evaluate` rather than its library's `decide`.
+fn through_evaluate(
+    descriptor: &Descriptor,
+    loaded: &LoadedProvider,
+    config: &Map<String, Value>,
+    options: &Options,
+) -> evaluation::ThroughEvaluate {
+    if !descriptor.has_decide() {
+        return evaluation::ThroughEvaluate::NoDecide;
+    }
+    let config = handed_config(loaded, config);
+    let descriptor = descriptor.clone();
+    evaluation::ThroughEvaluate::Instance(
+        match with_deadline(options.call_timeout, move || descriptor.construct_raw_through_evaluate(&config))
+        {
+            Ok(Ok(provider)) => Ok(provider),
+            Ok(Err(failure)) => Err(format!("constructing it again failed: {failure}")),
+            Err(no_answer) => Err(format!("constructing it again {no_answer}")),
+        },
+    )
+}
+
+/// `config` as the host handed it to the provider (with the injected
+/// `framework`, where it was).
+fn handed_config(loaded: &LoadedProvider, config: &Map<String, Value>) -> Map<String, Value> {
+    let mut config = config.clone();
+    if loaded.info.framework_injected {
+        config.insert(FRAMEWORK_KEY.to_owned(), Value::from(FRAMEWORK_VALUE));
+    }
+    config
+}
+
+/// A second instance of the provider, constructed from the same config as
 /// `loaded`, that is handed every part of a request, when the provider
 /// declares it does not read some (`None` when it reads everything).
 fn reading_everything(
@@ -97,10 +132,7 @@ fn reading_everything(
     if loaded.info.unread_inputs.is_empty() {
         return None;
     }
-    let mut config = config.clone();
-    if loaded.info.framework_injected {
-        config.insert(FRAMEWORK_KEY.to_owned(), Value::from(FRAMEWORK_VALUE));
-    }
+    let config = handed_config(loaded, config);
     let descriptor = descriptor.clone();
     Some(
         match with_deadline(options.call_timeout, move || {
@@ -153,7 +185,11 @@ fn run_in_child(
                 child::Target::Library(_) => format!("{major}.{minor}"),
             });
             let concurrent = child::concurrent(target, config, options);
-            let extra = evaluation::Extra { concurrent, reading_everything: None };
+            let extra = evaluation::Extra {
+                concurrent,
+                reading_everything: None,
+                through_evaluate: evaluation::ThroughEvaluate::Isolated,
+            };
             evaluation::check(&mut recorder, &loaded, config, options, &resident, extra);
         }
     }

@@ -57,6 +57,7 @@ fn every_zoo_member_is_flagged_by_its_case() {
         ("Hangs", CaseId::EvaluationCorpus, Status::Fail),
         ("Nondeterministic", CaseId::Determinism, Status::Fail),
         ("SyncAsyncDisagree", CaseId::SyncAsyncAgreement, Status::Fail),
+        ("DecideDisagrees", CaseId::DecideAgreement, Status::Fail),
         ("MisdeclaresInputs", CaseId::DeclaredInputs, Status::Fail),
         ("EmptyReasons", CaseId::DecisionHygiene, Status::Warn),
         ("LeaksMemory", CaseId::Memory, Status::Fail),
@@ -100,7 +101,7 @@ fn the_findings_say_what_was_wrong() {
     let panics = reason("PanicsOnInput", CaseId::EvaluationPanics);
     assert!(
         panics.contains(
-            "name:unicode (evaluate, evaluate again, aevaluate): provider panicked: evaluate: cannot"
+            "name:unicode (evaluate, evaluate again, aevaluate): provider panicked: decide: cannot"
         ),
         "{panics}"
     );
@@ -113,6 +114,12 @@ fn the_findings_say_what_was_wrong() {
         inputs.contains("declares it does not read tool_input")
             && inputs.contains("decided differently when it is given them"),
         "{inputs}"
+    );
+    let decide = reason("DecideDisagrees", CaseId::DecideAgreement);
+    assert!(
+        decide.contains("decisions of evaluate or aevaluate differ from decide's")
+            && decide.contains("tool:bash: decide allow [zoo.allowed]; evaluate deny"),
+        "{decide}"
     );
     let blocking = reason("MisdeclaresBlocking", CaseId::Latency);
     assert!(
@@ -183,7 +190,7 @@ fn a_library_built_against_abi_1_0_conforms() {
 fn junit_output_is_valid_xml_with_one_testcase_per_case() {
     let _one = exclusive();
     for (symbol, failures, skipped) in
-        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 12), ("VolatileDeclared", 0, 0)]
+        [("BadCodes", 1, 0), ("PanicsInConstructor", 1, 13), ("VolatileDeclared", 0, 0)]
     {
         let report = run_zoo(symbol);
         let xml = report.to_junit();
@@ -279,11 +286,12 @@ fn a_good_library_conforms_in_a_provider_process_too() {
         &object(json!({"denied_tools": ["bash"]})),
         &options,
     );
-    // Every case passes but the check of what the library declares it does
-    // not read, which needs a second instance in the kit's own process.
+    // Every case passes but the checks of what the library declares it does
+    // not read and of its `decide`, which need a second instance in the
+    // kit's own process.
     assert!(report.passed(), "{}", report.to_text());
     for case in &report.cases {
-        if case.id == CaseId::DeclaredInputs {
+        if matches!(case.id, CaseId::DeclaredInputs | CaseId::DecideAgreement) {
             assert_eq!(case.status, Status::Skip, "{}", report.to_text());
             assert!(
                 case.reason.contains("checked when the kit loads the library in process"),

@@ -24,8 +24,8 @@ fn run_case(index: usize, case: &TestCase, middleware: &GuardrailMiddleware) -> 
     let got = match middleware.decide(&call) {
         Ok((decision, provider_error)) => Got {
             outcome: if provider_error { "error".to_owned() } else { outcome_of(&decision).to_owned() },
-            code: decision.reasons.first().map(|r| r.code.clone()),
-            message: decision.reasons.first().map(|r| r.message.clone()),
+            code: decision.reasons.first().map(|r| r.code.to_string()),
+            message: decision.reasons.first().map(|r| r.message.to_string()),
             policy: decision.policy_id.clone(),
             decided_by: decision.metadata.get("decided_by").and_then(Value::as_str).map(str::to_owned),
         },

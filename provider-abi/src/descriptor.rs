@@ -4,7 +4,7 @@ use abi_stable::std_types::{RResult, RStr, RString, RVec};
 use abi_stable::type_layout::TypeLayout;
 use abi_stable::StableAbi;
 
-use crate::{ProviderBox, ProviderError};
+use crate::{ProviderBox, ProviderError, Request, VerdictResult};
 
 /// The first eight bytes of every descriptor.
 pub const MAGIC: [u8; 8] = *b"GHPROV\x00\x01";
@@ -19,7 +19,8 @@ pub const ABI_MAJOR: u16 = 1;
 /// - 1.1: `volatile_metadata_keys`.
 /// - 1.2: `path_keys`.
 /// - 1.3: `declarations`.
-pub const ABI_MINOR: u16 = 3;
+/// - 1.4: `decide`.
+pub const ABI_MINOR: u16 = 4;
 
 /// Bits of [`DescriptorHeader::flags`].
 pub mod flags {
@@ -125,6 +126,13 @@ pub struct ProviderFactory {
     /// whether it never blocks. An older library declares nothing (`0`).
     #[sabi(missing_field(default))]
     pub declarations: u32,
+    /// Decides one tool call through [`crate::Provider::decide`] (ABI 1.4):
+    /// `provider` must be one that this factory's `construct` made (another
+    /// is answered with an error). A host calls this instead of the
+    /// provider's `evaluate` when the library has it; absent in a library
+    /// built against an earlier 1.x.
+    #[sabi(missing_field(option))]
+    pub decide: extern "C" fn(provider: &ProviderBox, request: &Request<'_>) -> VerdictResult,
 }
 
 /// What an older library, which lacks a list of keys, declares: none.
@@ -162,13 +170,13 @@ pub mod compat {
         #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
         #[sabi(missing_field(panic))]
         pub struct ProviderFactory {
-            /// As in 1.3.
+            /// As in 1.4.
             pub name: RStr<'static>,
-            /// As in 1.3.
+            /// As in 1.4.
             pub accepts_extra_keys: bool,
-            /// As in 1.3.
+            /// As in 1.4.
             pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
-            /// As in 1.3.
+            /// As in 1.4.
             #[sabi(last_prefix_field)]
             pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
         }
@@ -179,9 +187,9 @@ pub mod compat {
         /// [`crate::ProviderDescriptor`] as of 1.0.
         #[repr(C)]
         pub struct ProviderDescriptor {
-            /// As in 1.3.
+            /// As in 1.4.
             pub header: DescriptorHeader,
-            /// As in 1.3.
+            /// As in 1.4.
             pub layout: &'static TypeLayout,
             /// The 1.0 factory.
             pub factory: ProviderFactoryRef,
@@ -201,16 +209,16 @@ pub mod compat {
         #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
         #[sabi(missing_field(panic))]
         pub struct ProviderFactory {
-            /// As in 1.3.
+            /// As in 1.4.
             pub name: RStr<'static>,
-            /// As in 1.3.
+            /// As in 1.4.
             pub accepts_extra_keys: bool,
-            /// As in 1.3.
+            /// As in 1.4.
             pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
-            /// As in 1.3.
+            /// As in 1.4.
             #[sabi(last_prefix_field)]
             pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
-            /// As in 1.3.
+            /// As in 1.4.
             pub volatile_metadata_keys: extern "C" fn() -> RVec<RString>,
         }
 
@@ -220,9 +228,9 @@ pub mod compat {
         /// [`crate::ProviderDescriptor`] as of 1.1.
         #[repr(C)]
         pub struct ProviderDescriptor {
-            /// As in 1.3.
+            /// As in 1.4.
             pub header: DescriptorHeader,
-            /// As in 1.3.
+            /// As in 1.4.
             pub layout: &'static TypeLayout,
             /// The 1.1 factory.
             pub factory: ProviderFactoryRef,
@@ -242,18 +250,18 @@ pub mod compat {
         #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
         #[sabi(missing_field(panic))]
         pub struct ProviderFactory {
-            /// As in 1.3.
+            /// As in 1.4.
             pub name: RStr<'static>,
-            /// As in 1.3.
+            /// As in 1.4.
             pub accepts_extra_keys: bool,
-            /// As in 1.3.
+            /// As in 1.4.
             pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
-            /// As in 1.3.
+            /// As in 1.4.
             #[sabi(last_prefix_field)]
             pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
-            /// As in 1.3.
+            /// As in 1.4.
             pub volatile_metadata_keys: extern "C" fn() -> RVec<RString>,
-            /// As in 1.3.
+            /// As in 1.4.
             pub path_keys: extern "C" fn() -> RVec<RString>,
         }
 
@@ -263,11 +271,56 @@ pub mod compat {
         /// [`crate::ProviderDescriptor`] as of 1.2.
         #[repr(C)]
         pub struct ProviderDescriptor {
-            /// As in 1.3.
+            /// As in 1.4.
             pub header: DescriptorHeader,
-            /// As in 1.3.
+            /// As in 1.4.
             pub layout: &'static TypeLayout,
             /// The 1.2 factory.
+            pub factory: ProviderFactoryRef,
+        }
+    }
+    /// ABI 1.3.
+    pub mod v1_3 {
+        use abi_stable::std_types::{RResult, RStr, RString, RVec};
+        use abi_stable::type_layout::TypeLayout;
+        use abi_stable::StableAbi;
+
+        use crate::{DescriptorHeader, ProviderBox, ProviderError};
+
+        /// [`crate::ProviderFactory`] as of 1.3.
+        #[repr(C)]
+        #[derive(StableAbi)]
+        #[sabi(kind(Prefix(prefix_ref = ProviderFactoryRef)))]
+        #[sabi(missing_field(panic))]
+        pub struct ProviderFactory {
+            /// As in 1.4.
+            pub name: RStr<'static>,
+            /// As in 1.4.
+            pub accepts_extra_keys: bool,
+            /// As in 1.4.
+            pub accepted_keys: extern "C" fn() -> RResult<RVec<RString>, ProviderError>,
+            /// As in 1.4.
+            #[sabi(last_prefix_field)]
+            pub construct: extern "C" fn(config_json: RStr<'_>) -> RResult<ProviderBox, ProviderError>,
+            /// As in 1.4.
+            pub volatile_metadata_keys: extern "C" fn() -> RVec<RString>,
+            /// As in 1.4.
+            pub path_keys: extern "C" fn() -> RVec<RString>,
+            /// As in 1.4.
+            pub declarations: u32,
+        }
+
+        /// The layout a host checks a 1.3 library's factory against.
+        pub const FACTORY_LAYOUT: &TypeLayout = <ProviderFactoryRef as StableAbi>::LAYOUT;
+
+        /// [`crate::ProviderDescriptor`] as of 1.3.
+        #[repr(C)]
+        pub struct ProviderDescriptor {
+            /// As in 1.4.
+            pub header: DescriptorHeader,
+            /// As in 1.4.
+            pub layout: &'static TypeLayout,
+            /// The 1.3 factory.
             pub factory: ProviderFactoryRef,
         }
     }

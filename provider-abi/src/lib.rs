@@ -74,7 +74,9 @@
 //! only when the library is new enough to have it, so a library built
 //! against 1.x loads in every 1.y host (the loader's tests load a library
 //! that exports a 1.0 and a 1.1 descriptor, with [`compat`]'s shapes). 1.1
-//! added [`Provider::VOLATILE_METADATA`], 1.2 [`Provider::PATH_KEYS`]. Changing [`Request`], [`Decision`],
+//! added [`Provider::VOLATILE_METADATA`], 1.2 [`Provider::PATH_KEYS`], 1.3
+//! the declarations ([`Provider::READS_TOOL_INPUT`] and its kin), 1.4
+//! [`Provider::decide`] ([`Verdict`]). Changing [`Request`], [`Decision`],
 //! [`Reason`], [`ProviderError`] or [`ProviderObject`] is a major change. The
 //! layout check at load time catches a library whose types differ from what
 //! its header claims.
@@ -117,10 +119,10 @@ pub use descriptor::{
 };
 pub use error::{ErrorKind, ProviderError};
 pub use keys::config_keys;
-pub use object::{EvalResult, ProviderBox, ProviderObject, ProviderObject_TO};
+pub use object::{EvalResult, ProviderBox, ProviderObject, ProviderObject_TO, VerdictResult};
 pub use pattern::glob;
 pub use provider::{deserialize_config, Provider};
-pub use types::{Decision, Reason, Request, OUTCOME_KEY};
+pub use types::{Brief, Decision, Reason, Request, Verdict, OUTCOME_KEY};
 
 /// Re-exports for the export macro and for hosts; not part of the author API.
 #[doc(hidden)]

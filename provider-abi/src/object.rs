@@ -4,10 +4,14 @@ use abi_stable::sabi_trait;
 use abi_stable::std_types::{RBox, RResult, RStr};
 use async_ffi::BorrowingFfiFuture;
 
-use crate::{Decision, ProviderError, Request};
+use crate::{Decision, ProviderError, Request, Verdict};
 
 /// The result of one evaluation, as it crosses the boundary.
 pub type EvalResult = RResult<Decision, ProviderError>;
+
+/// The result of one [`crate::ProviderFactory::decide`], as it crosses the
+/// boundary.
+pub type VerdictResult = RResult<Verdict, ProviderError>;
 
 /// The interface of a constructed provider, as the host sees it.
 ///

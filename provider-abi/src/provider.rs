@@ -7,15 +7,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::sabi_trait::TD_CanDowncast;
 use abi_stable::std_types::{RResult, RStr, RString, RVec};
 use async_ffi::{BorrowingFfiFuture, FutureExt};
 use serde::de::DeserializeOwned;
 
 use crate::descriptor::{flags, DescriptorHeader, ProviderDescriptor, ProviderFactory, ProviderFactoryRef};
 use crate::descriptor::{ABI_MAJOR, ABI_MINOR, FACTORY_LAYOUT, MAGIC};
-use crate::object::{EvalResult, ProviderObject, ProviderObject_TO};
-use crate::{config_keys, Decision, ProviderBox, ProviderError, Request};
+use crate::object::{EvalResult, ProviderObject, ProviderObject_TO, VerdictResult};
+use crate::{config_keys, Decision, ProviderBox, ProviderError, Request, Verdict};
 
 /// A guardrail provider.
 ///
@@ -73,8 +73,10 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// (no file, network or database access, no sleeping, no lock another
     /// call may hold for long). The Python package then calls it without
     /// releasing the interpreter's lock, which costs about as much as such a
-    /// decision. `guardhost conformance` checks that its p99 stays under
-    /// 100 µs. Say `true` only when it holds for every config.
+    /// decision, and the host decides its async calls through
+    /// [`Provider::decide`] (or `evaluate`) too: [`Provider::aevaluate`] is
+    /// not called. `guardhost conformance` checks that its p99 stays under
+    /// 1 ms. Say `true` only when it holds for every config.
     const NEVER_BLOCKS: bool = false;
 
     /// The constructor's keyword arguments. Its field names are the config
@@ -88,14 +90,52 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// Decides one tool call.
     fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError>;
 
+    /// Decides one tool call where a host can read the decision in place
+    /// (ABI 1.4): a host calls this instead of [`Provider::evaluate`]. By
+    /// default it is [`Provider::evaluate`]'s decision.
+    ///
+    /// Override it when most decisions are one reason with a static code
+    /// ([`Verdict::allow`], [`Verdict::deny`]): nothing is then allocated
+    /// for the reason, on either side. Keep `evaluate` deciding alike, most
+    /// simply as `self.decide(request).map(Decision::from)`; `guardhost
+    /// conformance` checks that the two agree.
+    ///
+    /// ```
+    /// use guardhost_abi::{Decision, Provider, ProviderError, Request, Verdict};
+    ///
+    /// pub struct NoShell;
+    ///
+    /// impl Provider for NoShell {
+    ///     const NAME: &'static str = "no-shell";
+    ///     type Config = serde_json::Map<String, serde_json::Value>;
+    ///     fn new(_: Self::Config) -> Result<Self, ProviderError> {
+    ///         Ok(NoShell)
+    ///     }
+    ///     fn decide(&self, request: &Request<'_>) -> Result<Verdict, ProviderError> {
+    ///         Ok(match request.tool_name() {
+    ///             "bash" => Verdict::deny("custom.no_shell", "no shell here"),
+    ///             _ => Verdict::allow("custom.allowed"),
+    ///         })
+    ///     }
+    ///     fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError> {
+    ///         self.decide(request).map(Decision::from)
+    ///     }
+    /// }
+    /// # assert!(!NoShell.evaluate(&Request::for_tool("bash")).unwrap().allow);
+    /// ```
+    fn decide(&self, request: &Request<'_>) -> Result<Verdict, ProviderError> {
+        self.evaluate(request).map(Verdict::Full)
+    }
+
     /// Decides one tool call on the async path; by default the same as
-    /// [`Provider::evaluate`]. The future must not rely on the host's runtime
-    /// (no `tokio::time`, no `tokio::spawn`): bring your own if you need one.
+    /// [`Provider::decide`] (which, by default, is [`Provider::evaluate`]).
+    /// The future must not rely on the host's runtime (no `tokio::time`, no
+    /// `tokio::spawn`): bring your own if you need one.
     fn aevaluate<'a>(
         &'a self,
         request: Request<'a>,
     ) -> impl Future<Output = Result<Decision, ProviderError>> + Send + 'a {
-        std::future::ready(self.evaluate(&request))
+        std::future::ready(self.decide(&request).map(Decision::from))
     }
 
     /// The config keys the constructor accepts by name; derived from
@@ -222,7 +262,19 @@ extern "C" fn construct_shim<P: Provider>(config_json: RStr<'_>) -> RResult<Prov
         let config: P::Config =
             deserialize_config(config).map_err(|e| ProviderError::error(format!("invalid config: {e}")))?;
         let provider = P::new(config)?;
-        Ok(ProviderObject_TO::from_value(Exported(Some(provider)), TD_Opaque))
+        Ok(ProviderObject_TO::from_value(Exported(Some(provider)), TD_CanDowncast))
+    })
+}
+
+/// Decides through `P::decide`, for a provider this library's
+/// `construct_shim::<P>` made: the object is downcast to that type, which
+/// fails (with an error, not undefined behaviour) for any other.
+extern "C" fn decide_shim<P: Provider>(provider: &ProviderBox, request: &Request<'_>) -> VerdictResult {
+    guard("decide", || {
+        let exported = provider.obj.downcast_as::<Exported<P>>().map_err(|_| {
+            ProviderError::error("`decide` was handed a provider that another factory constructed")
+        })?;
+        exported.provider()?.decide(request)
     })
 }
 
@@ -273,6 +325,7 @@ impl<P: Provider> FactoryOf<P> {
                 volatile_metadata_keys: volatile_metadata_keys_shim::<P>,
                 path_keys: path_keys_shim::<P>,
                 declarations: declarations::<P>(),
+                decide: decide_shim::<P>,
             })
     }
 }

@@ -1,6 +1,8 @@
 //! The FFI-safe data that crosses the boundary: request, reason, decision.
 
-use abi_stable::std_types::{ROption, RStr, RString, RVec};
+use std::borrow::Cow;
+
+use abi_stable::std_types::{RCow, RCowStr, ROption, RStr, RString, RVec};
 use abi_stable::StableAbi;
 
 /// One tool call, as the host hands it to a provider.
@@ -299,6 +301,100 @@ impl Decision {
     }
 }
 
+/// What [`crate::Provider::decide`] returns: a decision of one reason made
+/// without allocating ([`Verdict::allow`], [`Verdict::deny`]), or a whole
+/// [`Decision`].
+///
+/// A brief verdict's code is static text (and its message static text or a
+/// string of its own): the host reads them in place, where a [`Decision`]'s
+/// reasons are allocated by the provider and copied by the host. A host
+/// turns either into the same decision ([`Verdict::into_decision`]), so the
+/// choice changes nothing an agent or an operator sees.
+///
+/// ```
+/// use guardhost_abi::{Decision, Verdict};
+/// let allowed = Verdict::allow("custom.allowed");
+/// assert_eq!(allowed.into_decision(), Decision::allow().with_reason("custom.allowed", ""));
+/// let denied = Verdict::deny("custom.blocked", format!("tool '{}' is blocked", "bash"));
+/// assert!(!denied.allows());
+/// ```
+///
+/// Added in ABI 1.4 (a library of ABI 1.4 or later exports
+/// [`crate::ProviderFactory::decide`]); changing it is an ABI major change.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A decision of one reason.
+    Brief(Brief),
+    /// A whole decision: several reasons, a policy id, metadata, an outcome
+    /// beyond allow or deny.
+    Full(Decision),
+}
+
+/// A decision of one reason whose code is static text: see [`Verdict`].
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct Brief {
+    /// Whether the tool call may run.
+    pub allow: bool,
+    /// The reason's code, such as `oap.allowed`.
+    pub code: RStr<'static>,
+    /// The reason's message; may be empty.
+    pub message: RCowStr<'static>,
+}
+
+impl Verdict {
+    /// Allows the call, for the reason `code` (with no message).
+    pub const fn allow(code: &'static str) -> Self {
+        Verdict::Brief(Brief {
+            allow: true,
+            code: RStr::from_str(code),
+            message: RCow::Borrowed(RStr::from_str("")),
+        })
+    }
+
+    /// Denies the call, for the reason `code`, with `message` (static text,
+    /// or a `String`, which is moved, not copied).
+    pub fn deny(code: &'static str, message: impl Into<Cow<'static, str>>) -> Self {
+        let message = match message.into() {
+            Cow::Borrowed(text) => RCow::Borrowed(RStr::from_str(text)),
+            Cow::Owned(text) => RCow::Owned(RString::from(text)),
+        };
+        Verdict::Brief(Brief { allow: false, code: RStr::from_str(code), message })
+    }
+
+    /// Whether the call may run.
+    pub fn allows(&self) -> bool {
+        match self {
+            Verdict::Brief(brief) => brief.allow,
+            Verdict::Full(decision) => decision.allow,
+        }
+    }
+
+    /// The same verdict as a [`Decision`].
+    pub fn into_decision(self) -> Decision {
+        match self {
+            Verdict::Brief(Brief { allow, code, message }) => {
+                let decision = if allow { Decision::allow() } else { Decision::deny() };
+                decision.with_reason(code.as_str(), message.as_str())
+            }
+            Verdict::Full(decision) => decision,
+        }
+    }
+}
+
+impl From<Decision> for Verdict {
+    fn from(decision: Decision) -> Self {
+        Verdict::Full(decision)
+    }
+}
+
+impl From<Verdict> for Decision {
+    fn from(verdict: Verdict) -> Self {
+        verdict.into_decision()
+    }
+}
+
 /// The decision-metadata key that holds an outcome beyond allow or deny
 /// ([`Decision::ask`], [`Decision::rewrite`]). Metadata keys starting with
 /// `guardhost.` are reserved to the host and this crate.
@@ -306,7 +402,31 @@ pub const OUTCOME_KEY: &str = "guardhost.outcome";
 
 #[cfg(test)]
 mod tests {
-    use super::Request;
+    use super::{Brief, Decision, Request, Verdict};
+    use abi_stable::std_types::RCow;
+
+    #[test]
+    fn a_verdict_is_the_decision_it_stands_for() {
+        assert_eq!(
+            Verdict::allow("x.allowed").into_decision(),
+            Decision::allow().with_reason("x.allowed", "")
+        );
+        let message = String::from("tool 'bash' is denied");
+        let address = message.as_ptr();
+        let denied = Verdict::deny("x.denied", message);
+        // An owned message is moved in, not copied.
+        let Verdict::Brief(Brief { message: RCow::Owned(text), .. }) = &denied else { panic!("{denied:?}") };
+        assert_eq!(text.as_ptr(), address);
+        assert!(!denied.allows());
+        assert_eq!(denied.into_decision(), Decision::deny().with_reason("x.denied", "tool 'bash' is denied"));
+        // Static text stays borrowed.
+        let Verdict::Brief(brief) = Verdict::deny("x.denied", "no") else { unreachable!() };
+        assert!(matches!(brief.message, RCow::Borrowed(_)));
+        // A whole decision passes through unchanged.
+        let whole = Decision::deny().with_reason("a.b", "c").with_reason("d.e", "").with_policy_id("p");
+        assert_eq!(Verdict::from(whole.clone()).into_decision(), whole);
+        assert_eq!(Decision::from(Verdict::Full(whole.clone())), whole);
+    }
 
     type Object = serde_json::Map<String, serde_json::Value>;
 

@@ -67,7 +67,7 @@ impl Decision {
         let GuardrailDecision { allow, reasons, policy_id, metadata } = decision;
         let list = PyList::empty(py);
         for r in reasons {
-            list.append(Reason { code: r.code, message: r.message })?;
+            list.append(Reason { code: r.code.into_owned(), message: r.message.into_owned() })?;
         }
         Ok(Decision {
             allow,

@@ -65,7 +65,7 @@ pub(crate) fn approval_required(
     let value = error.value(py);
     let _ = value.setattr("tool", tool);
     let reasons: Vec<(String, String)> =
-        decision.reasons.iter().map(|r| (r.code.clone(), r.message.clone())).collect();
+        decision.reasons.iter().map(|r| (r.code.to_string(), r.message.to_string())).collect();
     let _ = value.setattr("reasons", reasons);
     if let Ok(ask) = serde_json::to_value(ask).map_err(|_| ()).and_then(|v| to_python(py, &v).map_err(|_| ()))
     {

@@ -38,6 +38,7 @@ mod kit;
 mod provider;
 mod request;
 mod server;
+mod texts;
 mod to_py;
 
 use pyo3::prelude::*;

@@ -19,6 +19,7 @@ use crate::dataclass::Class;
 use crate::errors::{build_error, ConfigError, ProviderError};
 use crate::instantiate::{absolute_base, info_dict, instantiate, may_block};
 use crate::request::{Reads, Request};
+use crate::texts::StaticTexts;
 use crate::to_py::{map_to_dict, to_python};
 
 /// One provider built from `use:` and `config` (DeerFlow's
@@ -42,6 +43,8 @@ pub(crate) struct Provider {
     keeps_gil: bool,
     decision_cls: Class,
     reason_cls: Class,
+    /// The strings of the library's static reason codes, made once.
+    texts: StaticTexts,
     interrupt: Py<PyAny>,
 }
 
@@ -155,6 +158,7 @@ impl Provider {
             keeps_gil,
             decision_cls,
             reason_cls,
+            texts: StaticTexts::new(),
             interrupt,
         })
     }
@@ -238,7 +242,7 @@ impl Provider {
                     .reasons
                     .iter()
                     .map(|r| {
-                        let (code, message) = (PyString::new(py, &r.code), PyString::new(py, &r.message));
+                        let (code, message) = (self.texts.get(py, &r.code), self.texts.get(py, &r.message));
                         self.reason_cls.build(py, [code.into_any(), message.into_any()])
                     })
                     .collect::<PyResult<Vec<_>>>()?;
@@ -276,9 +280,10 @@ impl Provider {
 }
 
 /// Asks `provider` about `call`, on the sync path or (driven here) the
-/// async one.
+/// async one; a provider that never blocks is asked on the sync path
+/// either way (as the host's middleware asks it).
 fn decide(provider: &dyn GuardrailProvider, call: &CallView<'_>, asynchronous: bool) -> Evaluation {
-    if asynchronous {
+    if asynchronous && !provider.never_blocks() {
         block_on(aevaluate_call(provider, call))
     } else {
         evaluate_call(provider, call)

@@ -135,3 +135,28 @@ def test_requests_are_checked_alike_whatever_is_read(allowlist_so):
     # Fields it does not read may hold anything.
     odd = types.SimpleNamespace(tool_name="ls", tool_input={}, user_id=object(), timestamp=3)
     assert provider.evaluate(odd).allow
+
+
+def test_a_librarys_static_codes_are_made_into_strings_once(allowlist_so):
+    # The allowlist's codes are the library's static text (ABI 1.4 `decide`):
+    # the string made for one is handed out again, equal and the same object.
+    provider = GuardhostProvider(use=allowlist_so, config={"denied_tools": ["bash", "rm"]})
+    first = provider.evaluate(GuardrailRequest(tool_name="ls", tool_input={}))
+    second = provider.evaluate(GuardrailRequest(tool_name="cat", tool_input={}))
+    assert first.reasons[0].code == "oap.allowed" and first.reasons[0].code is second.reasons[0].code
+    bash = provider.evaluate(GuardrailRequest(tool_name="bash", tool_input={}))
+    rm = provider.evaluate(GuardrailRequest(tool_name="rm", tool_input={}))
+    assert bash.reasons[0].code is rm.reasons[0].code
+    # A message made per call (it names the tool) is a string of its own.
+    assert (bash.reasons[0].message, rm.reasons[0].message) == ("tool 'bash' is denied", "tool 'rm' is denied")
+
+
+def test_aevaluate_is_a_coroutine_function_bound_per_provider(allowlist_so):
+    import asyncio
+    import inspect
+
+    provider = GuardhostProvider(use=allowlist_so, config=LISTS)
+    assert inspect.iscoroutinefunction(provider.aevaluate)
+    assert provider.aevaluate.__doc__ == GuardhostProvider.aevaluate.__doc__
+    denied = asyncio.run(provider.aevaluate(GuardrailRequest(tool_name="bash", tool_input={})))
+    assert denied == provider.evaluate(GuardrailRequest(tool_name="bash", tool_input={}))

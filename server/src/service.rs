@@ -365,7 +365,7 @@ impl Service {
         let (outcome, code, provider_error, would_deny, usable) = match &handled {
             Handled::Decided { decision, provider_error, .. } => {
                 let allow = decision.as_ref().is_none_or(|d| d.allow);
-                let code = decision.as_ref().and_then(|d| d.reasons.first()).map_or("", |r| r.code.as_str());
+                let code = decision.as_ref().and_then(|d| d.reasons.first()).map_or("", |r| &*r.code);
                 // `mode: warn` or `observe` (the host's, or a provider's own).
                 let would_deny =
                     decision.as_ref().is_some_and(|d| d.allow && d.metadata.contains_key("would_deny"));

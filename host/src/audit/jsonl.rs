@@ -345,7 +345,7 @@ mod tests {
             allow: false,
             reasons: vec![
                 GuardrailReason::new("oap.a", ""),
-                GuardrailReason::new("", long.as_str()),
+                GuardrailReason::new("", long.clone()),
                 GuardrailReason::new(
                     "oap.command_not_allowed",
                     "Command 'rm -rf /srv' is not in allowed list",

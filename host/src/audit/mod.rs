@@ -206,7 +206,7 @@ pub const UNRECORDED_MESSAGE: &str =
 
 impl AuditRecord<'_> {
     fn reason_codes(&self) -> impl Iterator<Item = &str> + Clone {
-        self.decision.reasons.iter().map(|r| r.code.as_str()).filter(|code| !code.is_empty())
+        self.decision.reasons.iter().map(|r| &*r.code).filter(|code| !code.is_empty())
     }
 
     fn reason_messages(&self) -> impl Iterator<Item = &str> + Clone {

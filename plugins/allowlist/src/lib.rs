@@ -48,7 +48,7 @@
 
 use std::collections::HashSet;
 
-use guardhost_abi::{Decision, Provider, ProviderError, Request};
+use guardhost_abi::{Decision, Provider, ProviderError, Request, Verdict};
 use serde::Deserialize;
 
 /// The constructor's keywords. Neither is `framework` and there is no
@@ -119,9 +119,18 @@ impl Provider for AllowlistProvider {
     }
 
     fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError> {
+        self.decide(request).map(Decision::from)
+    }
+
+    /// Every decision is one reason with a static code: nothing is
+    /// allocated for an allowed call, one message for a denied one.
+    fn decide(&self, request: &Request<'_>) -> Result<Verdict, ProviderError> {
         let name = request.tool_name();
-        if let Some(bad) = name.chars().find(|&c| invisible(c)) {
-            return Ok(Decision::deny().with_reason(
+        // A printable ASCII name (the usual one) needs no closer look.
+        let printable = name.bytes().all(|b| (b' '..=b'~').contains(&b));
+        let bad = if printable { None } else { name.chars().find(|&c| invisible(c)) };
+        if let Some(bad) = bad {
+            return Ok(Verdict::deny(
                 "oap.invalid_tool_name",
                 format!(
                     "tool name {name:?} contains an invisible or control character (U+{:04X})",
@@ -130,15 +139,15 @@ impl Provider for AllowlistProvider {
             ));
         }
         if self.allowed.as_ref().is_some_and(|allowed| !allowed.contains(name)) {
-            return Ok(Decision::deny()
-                .with_reason("oap.tool_not_allowed", format!("tool '{name}' not in allowlist")));
+            return Ok(Verdict::deny(
+                "oap.tool_not_allowed",
+                ["tool '", name, "' not in allowlist"].concat(),
+            ));
         }
         if self.denied.contains(name.trim_ascii()) {
-            return Ok(
-                Decision::deny().with_reason("oap.tool_not_allowed", format!("tool '{name}' is denied"))
-            );
+            return Ok(Verdict::deny("oap.tool_not_allowed", ["tool '", name, "' is denied"].concat()));
         }
-        Ok(Decision::allow().with_reason("oap.allowed", ""))
+        Ok(Verdict::allow("oap.allowed"))
     }
 }
 

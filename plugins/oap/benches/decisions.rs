@@ -166,7 +166,7 @@ fn hostile(provider: &std::sync::Arc<dyn guardhost::GuardrailProvider>, filters:
             let t = Instant::now();
             let decision = black_box(provider.evaluate(black_box(&request)).unwrap());
             samples.push(t.elapsed());
-            outcome = if decision.allow { "allow".into() } else { decision.reasons[0].code.clone() };
+            outcome = if decision.allow { "allow".into() } else { decision.reasons[0].code.to_string() };
         }
         samples.sort_unstable();
         println!(

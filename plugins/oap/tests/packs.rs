@@ -78,7 +78,7 @@ fn wanted(suite: &str, case: &str, allow: bool, code: &str) -> (bool, String) {
 fn decide(provider: &dyn GuardrailProvider, context: &Value) -> (bool, String) {
     let call = ToolCallRequest::new("pack_under_test", context.as_object().cloned().unwrap_or_else(Map::new));
     let decision = provider.evaluate(&GuardrailRequest::from_tool_call(&call, None).unwrap()).unwrap();
-    (decision.allow, decision.reasons.first().map(|r| r.code.clone()).unwrap_or_default())
+    (decision.allow, decision.reasons.first().map(|r| r.code.to_string()).unwrap_or_default())
 }
 
 #[test]

@@ -51,7 +51,7 @@ fn code(provider: &dyn GuardrailProvider, tool: &str, args: Value) -> String {
     if d.allow {
         "allow".into()
     } else {
-        d.reasons[0].code.clone()
+        d.reasons[0].code.to_string()
     }
 }
 
@@ -355,7 +355,7 @@ fn a_passport_from_aports_generator_loads_and_decides_as_aport_does() {
     }));
     let d = decide(&*p, "slack_post_message", json!({"to": "#general", "text": "hi"}));
     assert_eq!(
-        (d.reasons[0].code.as_str(), d.reasons[0].message.as_str()),
+        (d.reasons[0].code.as_ref(), d.reasons[0].message.as_ref()),
         ("oap.recipient_not_allowed", "Recipient '#general' is not in allowed list")
     );
     assert_eq!(d.policy_id.as_deref(), Some("messaging.message.send.v1"));
@@ -524,7 +524,7 @@ fn parallel_calls_during_a_suspension_are_safe_and_the_switch_is_never_missed() 
             scope.spawn(move || {
                 for i in 0..500 {
                     let d = decide(&**p, "bash", json!({"command": format!("echo {t} {i}")}));
-                    let c = if d.allow { "allow" } else { d.reasons[0].code.as_str() };
+                    let c = if d.allow { "allow" } else { d.reasons[0].code.as_ref() };
                     assert!(matches!(c, "allow" | "oap.passport_suspended"), "{c}");
                 }
             });
@@ -888,7 +888,7 @@ fn denials_carry_aports_own_texts() {
     for (passport, tool, args, code, message) in table {
         let d = decide(&*with_passport(passport), tool, args.clone());
         assert!(!d.allow, "{tool} {args} was allowed");
-        assert_eq!((d.reasons[0].code.as_str(), d.reasons[0].message.as_str()), (*code, *message), "{tool}");
+        assert_eq!((d.reasons[0].code.as_ref(), d.reasons[0].message.as_ref()), (*code, *message), "{tool}");
     }
     // The passport's own failures.
     let missing = dir.path().join("gone.json");
@@ -906,7 +906,7 @@ fn denials_carry_aports_own_texts() {
     let old_spec = passport_with(dir.path(), |p| p["spec_version"] = json!("oap/0.9"));
     let d = decide(&*with_passport(&old_spec), "bash", json!({"command": "ls"}));
     assert_eq!(
-        (d.reasons[0].code.as_str(), d.reasons[0].message.as_str()),
+        (d.reasons[0].code.as_ref(), d.reasons[0].message.as_ref()),
         ("oap.passport_version_mismatch", "Passport spec version is 'oap/0.9', expected 'oap/1.0'")
     );
 }
@@ -1011,7 +1011,7 @@ fn a_packs_required_context_schema_checks_the_tool_arguments() {
     for (args, code, message) in cases {
         let d = decide(&*p, "create_ticket", args.clone());
         assert!(!d.allow, "{args} was allowed");
-        assert_eq!((d.reasons[0].code.as_str(), d.reasons[0].message.as_str()), (*code, *message), "{args}");
+        assert_eq!((d.reasons[0].code.as_ref(), d.reasons[0].message.as_ref()), (*code, *message), "{args}");
         assert_eq!(d.policy_id.as_deref(), Some("demo.ticket.create.v1"), "{args}");
     }
 }

@@ -122,7 +122,7 @@ fn fetch() -> GuardrailRequest {
 fn outcome(provider: &dyn GuardrailProvider) -> String {
     match provider.evaluate(&fetch()) {
         Ok(d) if d.allow => "allow".into(),
-        Ok(d) => d.reasons[0].code.clone(),
+        Ok(d) => d.reasons[0].code.to_string(),
         Err(e) => format!("error: {e}"),
     }
 }
@@ -352,7 +352,7 @@ fn providers_configured_with_one_redis_share_a_packs_state() {
         let call = ToolCallRequest::new("charge", object(json!({"amount": amount, "currency": "USD"})));
         match provider.evaluate(&GuardrailRequest::from_tool_call(&call, None).unwrap()) {
             Ok(d) if d.allow => "allow".to_owned(),
-            Ok(d) => d.reasons[0].code.clone(),
+            Ok(d) => d.reasons[0].code.to_string(),
             Err(e) => format!("error: {e}"),
         }
     };

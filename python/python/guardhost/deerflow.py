@@ -66,6 +66,24 @@ def _interrupt_factory() -> Any:
     return graph
 
 
+
+def _aevaluate_of(here: Any, may_block: bool) -> Any:
+    """``GuardhostProvider.aevaluate`` for one provider, bound once: the
+    core's ``aevaluate_here``, in a worker thread when the provider can
+    block, else called in place (no attribute is read per call)."""
+    if may_block:
+
+        async def aevaluate(request: Any) -> Any:
+            return await asyncio.to_thread(here, request)
+
+    else:
+
+        async def aevaluate(request: Any) -> Any:
+            return here(request)
+
+    aevaluate.__doc__ = GuardhostProvider.aevaluate.__doc__
+    return aevaluate
+
 class GuardhostProvider:
     """A DeerFlow ``GuardrailProvider`` whose decisions a guardhost provider makes.
 
@@ -169,6 +187,7 @@ class GuardhostProvider:
         self.evaluate = core.evaluate  # type: ignore[method-assign]
         self._aevaluate_here = core.aevaluate_here
         self._may_block: bool = core.may_block
+        self.aevaluate = _aevaluate_of(core.aevaluate_here, core.may_block)  # type: ignore[method-assign]
 
     @property
     def info(self) -> dict[str, Any]:
@@ -185,7 +204,7 @@ class GuardhostProvider:
         :class:`guardhost.Interrupt` without LangGraph)."""
         return self._core.evaluate(request)
 
-    async def aevaluate(self, request: Any) -> Any:
+    async def aevaluate(self, request: Any) -> Any:  # noqa: F811 - replaced per instance
         """The async :meth:`evaluate`, through the provider's ``aevaluate``. A
         provider that can block (``timeout_ms``, ``isolation: process``) runs in
         a worker thread, so the event loop never waits on it."""
