@@ -14,7 +14,7 @@ use guardhost::{
     ToolCallRequest,
 };
 use guardhost_lines::answer::{self, Counts, Handled, OutputFormat};
-use guardhost_lines::jsonl::{parse_line, read_line, Line};
+use guardhost_lines::jsonl::{parse_line, parse_line_with_args_text, read_line, Line};
 
 use crate::error::CliError;
 use crate::setup::load_guardrail;
@@ -102,10 +102,15 @@ impl CallPath {
 
     /// Decides one call (the provider's `evaluate`, or its `aevaluate` on
     /// the runtime) and says what became of it.
-    fn decide(&self, middleware: Option<&GuardrailMiddleware>, call: ToolCallRequest) -> Handled {
+    fn decide(
+        &self,
+        middleware: Option<&GuardrailMiddleware>,
+        call: ToolCallRequest,
+        args_text: Option<&str>,
+    ) -> Handled {
         match self {
-            CallPath::Sync => answer::decide(middleware, call),
-            CallPath::Async { runtime } => runtime.block_on(answer::adecide(middleware, call)),
+            CallPath::Sync => answer::decide(middleware, call, args_text),
+            CallPath::Async { runtime } => runtime.block_on(answer::adecide(middleware, call, args_text)),
         }
     }
 }
@@ -213,8 +218,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         };
         let current = current.map(|g| with_audit(g.middleware.clone()));
         let middleware = if reloader.is_some() { current.as_ref() } else { fixed.as_ref() };
-        let handled = match parse_line(number, &bytes) {
-            Ok(call) => {
+        // The arguments' text is kept for a provider that reads them: it is
+        // handed that text rather than their serialisation.
+        let parsed = match middleware.is_some_and(GuardrailMiddleware::reads_tool_input) {
+            true => parse_line_with_args_text(number, &bytes),
+            false => parse_line(number, &bytes).map(|call| (call, None)),
+        };
+        let handled = match parsed {
+            Ok((call, args_text)) => {
                 // Every answer decided so far reaches stdout before the
                 // provider is asked again: a provider that hangs, crashes or
                 // exits on this call cannot take them down with it (the
@@ -223,7 +234,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
                     out.flush().map_err(write_error)?;
                 }
                 crate::exit_guard::deciding_line(number);
-                let handled = path.decide(middleware, call);
+                let handled = path.decide(middleware, call, args_text);
                 crate::exit_guard::deciding_line(0);
                 if let Handled::Interrupted { interrupt, .. } = &handled {
                     eprintln!(

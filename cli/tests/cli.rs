@@ -567,3 +567,23 @@ fn a_library_is_never_taken_from_the_loaders_search_path() {
         "{error}"
     );
 }
+
+#[test]
+fn run_hands_a_provider_that_reads_arguments_the_text_of_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_provider(dir.path(), "ArgsTextProvider");
+    let text = r#"{"command":  "ls",  "n": 1.50}"#;
+    let input = format!(
+        "{{\"name\": \"bash\", \"args\": {text}, \"id\": \"c1\"}}\n{{\"name\": 7, \"args\": {{\"a\": 1}}}}\n"
+    );
+    for path in [&["run"][..], &["run", "--async"]] {
+        let mut argv = path.to_vec();
+        argv.extend(["--config", config.to_str().unwrap(), "--output", "decisions"]);
+        let out = guardhost(&argv, Some(input.as_bytes()));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let lines = json_lines(&out);
+        assert_eq!(lines[0]["reasons"][0]["message"], json!(text), "{path:?}");
+        // A line only the general parser reads: its arguments serialised.
+        assert_eq!(lines[1]["reasons"][0]["message"], json!(r#"{"a":1}"#), "{path:?}");
+    }
+}

@@ -83,11 +83,29 @@ pub fn evaluate_here(
     request: &GuardrailRequest,
     asynchronous: bool,
 ) -> Evaluation {
+    evaluate_here_with_args_text(provider, request, None, asynchronous)
+}
+
+/// [`evaluate_here`], the request's arguments handed on as `args_text`
+/// when it is given (the JSON text they were parsed from: see
+/// [`CallView::tool_input_json`]) to a provider that takes the borrowed
+/// view.
+pub fn evaluate_here_with_args_text(
+    provider: &dyn GuardrailProvider,
+    request: &GuardrailRequest,
+    args_text: Option<&str>,
+    asynchronous: bool,
+) -> Evaluation {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if asynchronous {
-            block_on(provider.aevaluate(request))
-        } else {
-            provider.evaluate(request)
+        let view = args_text.map(|text| CallView { tool_input_json: Some(text), ..request.view() });
+        match (asynchronous, view.as_ref()) {
+            (true, Some(view)) => match provider.aevaluate_view(view) {
+                Some(evaluation) => block_on(evaluation),
+                None => block_on(provider.aevaluate(request)),
+            },
+            (false, Some(view)) => provider.evaluate_view(view).unwrap_or_else(|| provider.evaluate(request)),
+            (true, None) => block_on(provider.aevaluate(request)),
+            (false, None) => provider.evaluate(request),
         }
     }))
     .unwrap_or_else(|_| {
@@ -458,6 +476,10 @@ impl AbiProvider {
         if !self.reads(declarations::NO_TOOL_INPUT) {
             return self.call(&self.request(call, NOT_PASSED, &authz));
         }
+        // The text the arguments arrived in, else their serialisation.
+        if let Some(args) = call.tool_input_json {
+            return self.call(&self.request(call, args, &authz));
+        }
         with_object_text(call.tool_input, |args| self.call(&self.request(call, args, &authz)))
     }
 
@@ -478,11 +500,12 @@ impl AbiProvider {
         if self.never_blocks() {
             return self.decide(call);
         }
-        // The texts outlive the provider's future, so they are owned here.
-        let args = if self.reads(declarations::NO_TOOL_INPUT) {
-            object_text(call.tool_input)
-        } else {
-            Cow::Borrowed(NOT_PASSED)
+        // The texts outlive the provider's future: owned here, or the
+        // caller's.
+        let args: Cow<'_, str> = match (self.reads(declarations::NO_TOOL_INPUT), call.tool_input_json) {
+            (false, _) => Cow::Borrowed(NOT_PASSED),
+            (true, Some(text)) => Cow::Borrowed(text),
+            (true, None) => object_text(call.tool_input),
         };
         let authz = self.authz_text(call);
         from_abi(self.object.aevaluate(self.request(call, &args, &authz)).await)

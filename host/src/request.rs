@@ -256,6 +256,12 @@ pub struct CallView<'a> {
     pub tool_name: &'a str,
     /// `tool_call.args`.
     pub tool_input: &'a Map<String, Value>,
+    /// `tool_input` as the JSON text it arrived in, when the caller has it
+    /// (a `guardhost run` line, a request to `guardhost serve`): a provider
+    /// library that reads the arguments is handed this text instead of
+    /// their serialisation. It must be the text `tool_input` was parsed
+    /// from.
+    pub tool_input_json: Option<&'a str>,
     /// The configured passport.
     pub agent_id: Option<&'a str>,
     /// `tool_call.id`.
@@ -278,6 +284,7 @@ impl<'a> CallView<'a> {
         Ok(CallView {
             tool_name: call.tool_call.name.as_deref().unwrap_or_default(),
             tool_input: args,
+            tool_input_json: None,
             agent_id: passport,
             tool_call_id: call.tool_call.id.as_deref(),
             timestamp,
@@ -350,6 +357,7 @@ impl GuardrailRequest {
         CallView {
             tool_name: &self.tool_name,
             tool_input: &self.tool_input,
+            tool_input_json: None,
             agent_id: self.agent_id.as_deref(),
             tool_call_id: self.tool_call_id.as_deref(),
             timestamp: &self.timestamp,

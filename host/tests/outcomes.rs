@@ -272,6 +272,11 @@ fn the_next_entry_decides_on_the_rewritten_arguments() {
     let (decision, _) = guardrail.middleware.decide(&call).unwrap();
     assert!(!decision.allow);
     assert_eq!(decision.reasons[0].code, "test.saw_rewrite");
+    // The text the arguments arrived in is not handed on past a rewrite:
+    // it no longer says what they are.
+    let (decision, _) =
+        guardrail.middleware.decide_with_args_text(&call, Some(r#"{"allow": true}"#)).unwrap();
+    assert_eq!(decision.reasons[0].code, "test.saw_rewrite");
     assert_eq!(decision.metadata["decided_by"], json!("echo"));
     let (result, ran) = run(&guardrail, &call);
     assert!(result.unwrap().content.contains("(test.saw_rewrite)"));
@@ -375,4 +380,24 @@ fn providers_that_know_no_outcomes_are_unaffected() {
     assert_eq!(decision.metadata, object(json!({"k": 1})));
     let message = run(&guardrail, &call).0.unwrap();
     assert!(message.content.starts_with("Guardrail denied: tool 'echo' was blocked (x.no)"));
+}
+
+/// A provider library that reads arguments is handed the text they arrived
+/// in, when the caller has it, on both paths; without it, their
+/// serialisation.
+#[test]
+fn the_arguments_text_a_call_arrived_with_is_handed_on() {
+    let guardrail = guardrail(&format!(
+        "guardrails:\n  enabled: true\n  provider:\n    use: {}:ArgsTextProvider\n",
+        test_providers()
+    ));
+    let middleware = &guardrail.middleware;
+    assert!(middleware.reads_tool_input());
+    let call = tool_call("bash", json!({"command": "ls", "n": 1.5}));
+    let text = r#"{ "command" : "ls",   "n": 1.50 }"#;
+    let message = |decision: GuardrailDecision| decision.reasons[0].message.to_string();
+    assert_eq!(message(middleware.decide_with_args_text(&call, Some(text)).unwrap().0), text);
+    let asynchronous = guardhost::block_on(middleware.adecide_with_args_text(&call, Some(text))).unwrap().0;
+    assert_eq!(message(asynchronous), text);
+    assert_eq!(message(middleware.decide(&call).unwrap().0), r#"{"command":"ls","n":1.5}"#);
 }

@@ -227,16 +227,26 @@ pub fn handled(
     }
 }
 
-/// Decides `call` on the sync path and says what became of it.
-pub fn decide(middleware: Option<&GuardrailMiddleware>, call: ToolCallRequest) -> Handled {
-    let decided = middleware.map(|middleware| middleware.decide(&call));
+/// Decides `call` on the sync path and says what became of it;
+/// `args_text` is the JSON text its arguments arrived in, if kept
+/// ([`crate::jsonl::parse_line_with_args_text`]).
+pub fn decide(
+    middleware: Option<&GuardrailMiddleware>,
+    call: ToolCallRequest,
+    args_text: Option<&str>,
+) -> Handled {
+    let decided = middleware.map(|middleware| middleware.decide_with_args_text(&call, args_text));
     handled(call, decided)
 }
 
 /// Decides `call` on the async path and says what became of it.
-pub async fn adecide(middleware: Option<&GuardrailMiddleware>, call: ToolCallRequest) -> Handled {
+pub async fn adecide(
+    middleware: Option<&GuardrailMiddleware>,
+    call: ToolCallRequest,
+    args_text: Option<&str>,
+) -> Handled {
     let decided = match middleware {
-        Some(middleware) => Some(middleware.adecide(&call).await),
+        Some(middleware) => Some(middleware.adecide_with_args_text(&call, args_text).await),
         None => None,
     };
     handled(call, decided)

@@ -14,6 +14,7 @@
 
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use guardhost::request::{ToolCall, ToolCallRequest, ToolMessage, ToolStatus};
@@ -55,15 +56,49 @@ pub fn parse_line(number: u64, bytes: &[u8]) -> Result<ToolCallRequest, ToolMess
     // into the call, without a `Value` for the whole line; any other line,
     // well-formed or not, takes the general path, which has the last word
     // on every answer.
-    if let Ok(Fast(call)) = serde_json::from_slice::<Fast>(bytes) {
+    if let Ok((call, _)) = fast(bytes, false) {
         return Ok(call);
     }
     parse_general(number, bytes)
 }
 
-/// A line read by [`parse_line`]'s fast path: what the general path makes
-/// of it, whenever this reads it at all.
-struct Fast(ToolCallRequest);
+/// [`parse_line`], and the call's arguments as the JSON text the line holds
+/// them in (when the line is read by the fast path and they are a
+/// mapping): a provider library that reads arguments is handed that text
+/// ([`guardhost::GuardrailMiddleware::decide_with_args_text`]) instead of
+/// their serialisation. Reading the text costs a little more than the
+/// arguments alone: ask for it only when a provider reads them.
+///
+/// ```
+/// let line = br#"{"name": "bash", "args": {"command":  "ls"}}"#;
+/// let (call, text) = guardhost_lines::jsonl::parse_line_with_args_text(1, line).unwrap();
+/// assert_eq!(text, Some(r#"{"command":  "ls"}"#));
+/// assert_eq!(call.tool_call.args["command"], "ls");
+/// ```
+pub fn parse_line_with_args_text(
+    number: u64,
+    bytes: &[u8],
+) -> Result<(ToolCallRequest, Option<&str>), ToolMessage> {
+    if let Ok(parsed) = fast(bytes, true) {
+        return Ok(parsed);
+    }
+    parse_general(number, bytes).map(|call| (call, None))
+}
+
+/// The fast path of [`parse_line`], with the arguments' text when `keep`.
+fn fast(bytes: &[u8], keep: bool) -> serde_json::Result<(ToolCallRequest, Option<&str>)> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let parsed = Fast { keep_args_text: keep }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(parsed)
+}
+
+/// How [`parse_line`]'s fast path reads a line: what the general path makes
+/// of it, whenever this reads it at all (and, when asked, the arguments'
+/// text as the line has it).
+struct Fast {
+    keep_args_text: bool,
+}
 
 /// A key of a line's object.
 enum Key {
@@ -96,19 +131,24 @@ impl<'de> serde::Deserialize<'de> for Key {
     }
 }
 
-impl<'de> serde::Deserialize<'de> for Fast {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+impl<'de> DeserializeSeed<'de> for Fast {
+    type Value = (ToolCallRequest, Option<&'de str>);
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         use serde::de::Error;
-        struct FastVisitor;
+        struct FastVisitor {
+            keep_args_text: bool,
+        }
         impl<'de> serde::de::Visitor<'de> for FastVisitor {
-            type Value = Fast;
+            type Value = (ToolCallRequest, Option<&'de str>);
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a tool call")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fast, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 // `None`: the key was not seen; the general path reads a
                 // key seen twice (the last one wins there).
                 let (mut name, mut id, mut args, mut context) = (None, None, None, None);
+                let mut args_text = None;
                 fn once<T, E: Error>(slot: &mut Option<T>, value: T) -> Result<(), E> {
                     match slot.replace(value) {
                         None => Ok(()),
@@ -123,6 +163,17 @@ impl<'de> serde::Deserialize<'de> for Fast {
                         Key::Id => once(&mut id, map.next_value::<Option<String>>()?)?,
                         // A key twice within them is refused (the general
                         // path says where).
+                        // Kept as the line's text, then read from it.
+                        Key::Args if self.keep_args_text => {
+                            let text: &'de RawValue = map.next_value()?;
+                            let mut read = serde_json::Deserializer::from_str(text.get());
+                            let value =
+                                MappingOrNull(At::Root).deserialize(&mut read).map_err(A::Error::custom)?;
+                            if value.is_some() {
+                                args_text = Some(text.get());
+                            }
+                            once(&mut args, value)?;
+                        }
                         Key::Args => once(&mut args, map.next_value_seed(MappingOrNull(At::Root))?)?,
                         // A context that is not a mapping is warned about
                         // by the general path.
@@ -139,10 +190,10 @@ impl<'de> serde::Deserialize<'de> for Fast {
                     id: id.flatten(),
                     null_id,
                 };
-                Ok(Fast(ToolCallRequest { tool_call: call, context: context.flatten() }))
+                Ok((ToolCallRequest { tool_call: call, context: context.flatten() }, args_text))
             }
         }
-        deserializer.deserialize_map(FastVisitor)
+        deserializer.deserialize_map(FastVisitor { keep_args_text: self.keep_args_text })
     }
 }
 
@@ -603,6 +654,39 @@ mod tests {
     fn denied(line: &str) -> ToolMessage {
         let call = parse_line(1, line.as_bytes()).unwrap();
         denied_message(&call.tool_call, &GuardrailDecision::with_reason(false, "c", "m"))
+    }
+
+    #[test]
+    fn the_arguments_text_is_the_lines_own_and_the_call_the_same() {
+        let lines: [(&[u8], Option<&str>); 6] = [
+            (
+                br#"{"name": "bash", "args": { "command" : "ls\u0020-la" }, "id": "c"}"#,
+                Some(r#"{ "command" : "ls\u0020-la" }"#),
+            ),
+            (
+                br#"{"args": {"n": 1.50, "deep": {"a": [1, 2]}}, "name": "x"}"#,
+                Some(r#"{"n": 1.50, "deep": {"a": [1, 2]}}"#),
+            ),
+            // No mapping, no text.
+            (br#"{"name": "ls", "args": null}"#, None),
+            (br#"{"name": "ls"}"#, None),
+            // A line the fast path leaves to the general one (a number for
+            // a name): the call, without the text.
+            (br#"{"name": 7, "args": {"a": 1}}"#, None),
+            (br#"{"name": "ls", "args": {}}"#, Some("{}")),
+        ];
+        for (line, expected) in lines {
+            let (call, text) = parse_line_with_args_text(1, line).unwrap();
+            assert_eq!(text, expected, "{}", String::from_utf8_lossy(line));
+            assert_eq!(call, parse_line(1, line).unwrap());
+            if let Some(text) = text {
+                assert_eq!(serde_json::from_str::<Map<String, Value>>(text).unwrap(), call.tool_call.args);
+            }
+        }
+        // What the plain parse refuses, this refuses with the same answer.
+        for line in [&br#"{"name": "x", "args": {"a": 1, "a": 2}}"#[..], b"{", br#"{"args": [1]}"#] {
+            assert_eq!(parse_line_with_args_text(4, line).unwrap_err(), parse_line(4, line).unwrap_err());
+        }
     }
 
     #[test]

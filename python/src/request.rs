@@ -173,6 +173,7 @@ impl<'py> Request<'py> {
         Ok(CallView {
             tool_name: borrowed(&self.tool_name)?.unwrap_or_default(),
             tool_input: &self.tool_input,
+            tool_input_json: None,
             agent_id: borrowed(&self.agent_id)?,
             tool_call_id: borrowed(&self.tool_call_id)?,
             timestamp: borrowed(&self.timestamp)?.unwrap_or_default(),

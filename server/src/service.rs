@@ -10,7 +10,7 @@ use guardhost::{
     ToolCallRequest,
 };
 use guardhost_lines::answer::{self, Handled, OutputFormat};
-use guardhost_lines::jsonl::parse_line;
+use guardhost_lines::jsonl::{parse_line, parse_line_with_args_text};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
@@ -334,18 +334,26 @@ impl Service {
     /// Decides call `number` (its place in a batch, 1 alone) and writes its
     /// document into `out`; whether it was a usable call.
     async fn decide(&self, number: u64, bytes: &[u8], out: &mut Vec<u8>) -> bool {
-        let call = parse_line(number, bytes).map_err(|message| {
+        // The arguments' text is kept for a provider that reads them: it is
+        // handed that text rather than their serialisation.
+        let reads_arguments = self.source.current().is_some_and(|g| g.middleware.reads_tool_input());
+        let parsed = match reads_arguments {
+            true => parse_line_with_args_text(number, bytes),
+            false => parse_line(number, bytes).map(|call| (call, None)),
+        };
+        let call = parsed.map_err(|message| {
             let (id, name) = answer::readable_id_and_name(bytes);
             Handled::Malformed { id, name, message }
         });
         self.decide_parsed(number, call, out).await
     }
 
-    /// [`Self::decide`] for a parsed call (or the answer to a malformed one).
+    /// [`Self::decide`] for a parsed call, with its arguments' text when it
+    /// was kept (or the answer to a malformed one).
     async fn decide_parsed(
         &self,
         number: u64,
-        call: Result<ToolCallRequest, Handled>,
+        call: Result<(ToolCallRequest, Option<&str>), Handled>,
         out: &mut Vec<u8>,
     ) -> bool {
         let guardrail = self.source.current();
@@ -354,9 +362,11 @@ impl Service {
         let mut timed_out = false;
         let mut pending = None;
         let handled = match call {
-            Ok(call) => match guardrail.as_deref() {
-                Some(guardrail) => self.decide_call(guardrail, call, &mut timed_out, &mut pending).await,
-                None => answer::adecide(middleware, call).await,
+            Ok((call, args_text)) => match guardrail.as_deref() {
+                Some(guardrail) => {
+                    self.decide_call(guardrail, call, args_text, &mut timed_out, &mut pending).await
+                }
+                None => answer::adecide(middleware, call, args_text).await,
             },
             Err(malformed) => malformed,
         };
@@ -405,6 +415,7 @@ impl Service {
         &self,
         guardrail: &Guardrail,
         call: ToolCallRequest,
+        args_text: Option<&str>,
         timed_out: &mut bool,
         pending: &mut Option<String>,
     ) -> Handled {
@@ -418,22 +429,24 @@ impl Service {
             ))
         };
         let decided = match Placement::of_all(&guardrail.entries) {
-            Placement::Here => middleware.adecide(&call).await,
-            Placement::Awaited => match tokio::time::timeout(limit, middleware.adecide(&call)).await {
-                Ok(decided) => decided,
-                // The provider's call was dropped, unanswered: this is its
-                // answer (audited and logged once).
-                Err(_) => {
-                    *timed_out = true;
-                    middleware.adecide_with(&call, |_| std::future::ready(Err(late()))).await
+            Placement::Here => middleware.adecide_with_args_text(&call, args_text).await,
+            Placement::Awaited => {
+                match tokio::time::timeout(limit, middleware.adecide_with_args_text(&call, args_text)).await {
+                    Ok(decided) => decided,
+                    // The provider's call was dropped, unanswered: this is its
+                    // answer (audited and logged once).
+                    Err(_) => {
+                        *timed_out = true;
+                        middleware.adecide_with(&call, |_| std::future::ready(Err(late()))).await
+                    }
                 }
-            },
+            }
             Placement::Thread => {
                 let deadline = tokio::time::Instant::now() + limit;
                 let late_one = std::sync::atomic::AtomicBool::new(false);
                 let late_one = &late_one;
                 let decided = middleware
-                    .adecide_with(&call, |evaluation| {
+                    .adecide_text_with(&call, args_text, |evaluation| {
                         let deciders = Arc::clone(&self.deciders);
                         async move {
                             let on_a_thread = async move {
@@ -523,7 +536,7 @@ impl Service {
         };
         context.insert("approval".into(), approvals);
         let mut out = Vec::with_capacity(512);
-        let usable = self.decide_parsed(1, Ok(call), &mut out).await;
+        let usable = self.decide_parsed(1, Ok((call, None)), &mut out).await;
         json(if usable { StatusCode::OK } else { StatusCode::BAD_REQUEST }, out)
     }
 

@@ -92,3 +92,31 @@ fn the_filter_answers_what_the_authorization_provider_allows() {
         (400, Some("candidates[1] must be a non-empty string, got ''"))
     );
 }
+
+/// A library that reads arguments is handed the text they arrived in (on a
+/// decision thread, as this one is decided), and a batch's calls each their
+/// own.
+#[test]
+fn a_provider_that_reads_arguments_is_handed_the_text_they_arrived_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    let provider = use_of("guardhost_test_providers", "ArgsTextProvider");
+    std::fs::write(&path, format!("guardrails:\n  enabled: true\n  provider:\n    use: {provider}\n"))
+        .unwrap();
+    let server = Server::start(&["--config", path.to_str().unwrap()]);
+    let text = r#"{ "command" :  "ls",  "n": 1.50 }"#;
+    let body = format!(r#"{{"name": "bash", "args": {text}, "id": "c1"}}"#);
+    let response = server.call("POST", "/v1/decide", &[], body.as_bytes());
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(response.json()["reasons"][0]["message"], json!(text));
+    let batch = format!(r#"{{"calls": [{body}, {{"name": "ls", "args": {{"a":[1, 2]}}}}]}}"#);
+    let response = server.call("POST", "/v1/decide/batch", &[], batch.as_bytes());
+    assert_eq!(response.status, 200, "{}", response.text());
+    let messages: Vec<Value> = response.json()["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["reasons"][0]["message"].clone())
+        .collect();
+    assert_eq!(messages, [json!(text), json!(r#"{"a":[1, 2]}"#)]);
+}

@@ -23,8 +23,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use guardhost::{
-    async_handler, instantiate, GuardrailMiddleware, GuardrailProvider, GuardrailRequest, JsonlAuditSink,
-    ProviderSpec, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus,
+    async_handler, instantiate, CallView, GuardrailMiddleware, GuardrailProvider, GuardrailRequest,
+    JsonlAuditSink, ProviderSpec, ToolCallError, ToolCallRequest, ToolMessage, ToolStatus,
 };
 use serde_json::{json, Map, Value};
 
@@ -37,6 +37,7 @@ const PATHS: &[(&str, &str)] = &[
     ("wrap-deny-audit", "wrap_tool_call denied, with a JSONL audit sink writing to /dev/null"),
     ("awrap-allow", "awrap_tool_call through the allowlist .so, allowed, on a current-thread tokio runtime"),
     ("oap-so", "libguardhost_oap.so's decision for bash {\"command\": \"ls\"}, the example passport (allow)"),
+    ("oap-so-text", "the same decision, the provider handed the arguments' JSON text the call arrived in"),
     ("request-attribution", "GuardrailRequest::from_tool_call with every attribution field"),
 ];
 
@@ -62,7 +63,8 @@ fn main() -> ExitCode {
         "wrap-deny" => wrap(n, &bash_call(), None, ToolStatus::Error),
         "wrap-deny-audit" => wrap(n, &bash_call(), Some(Path::new("/dev/null")), ToolStatus::Error),
         "awrap-allow" => awrap_allow(n),
-        "oap-so" => oap_so(n),
+        "oap-so" => oap_so(n, false),
+        "oap-so-text" => oap_so(n, true),
         "request-attribution" => request_attribution(n),
         other => {
             eprintln!("unknown path {other:?}; --list prints the paths");
@@ -121,14 +123,15 @@ fn awrap_allow(n: u64) {
     });
 }
 
-fn oap_so(n: u64) {
+fn oap_so(n: u64, args_text: bool) {
     let passport = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/oap/passport.json");
     let config = object(json!({ "passport_path": passport }));
     let provider = load("guardhost_oap", "OAPGuardrailProvider", config);
     let call = ToolCallRequest::new("bash", object(json!({"command": "ls"}))).with_id("call-1");
     let request = GuardrailRequest::from_tool_call(&call, None).unwrap();
+    let view = CallView { tool_input_json: args_text.then_some(r#"{"command": "ls"}"#), ..request.view() };
     for _ in 0..n {
-        let decision = provider.evaluate(black_box(&request)).unwrap();
+        let decision = provider.evaluate_view(black_box(&view)).unwrap().unwrap();
         assert!(black_box(decision).allow);
     }
 }

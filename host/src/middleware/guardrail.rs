@@ -112,6 +112,9 @@ fn unselected(tool_name: &str) -> GuardrailDecision {
 pub struct ToEvaluate {
     provider: Arc<dyn GuardrailProvider>,
     request: Arc<GuardrailRequest>,
+    /// The JSON text the request's arguments arrived in, for a provider
+    /// that reads them (a copy: cheaper than their serialisation).
+    args_text: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for ToEvaluate {
@@ -130,7 +133,8 @@ impl ToEvaluate {
     /// Runs the provider's async path (`aevaluate`) to its end on this
     /// thread, a panic caught as a provider error.
     pub fn run(self) -> Evaluation {
-        crate::provider::evaluate_here(&*self.provider, &self.request, true)
+        let args_text = self.args_text.as_deref();
+        crate::provider::evaluate_here_with_args_text(&*self.provider, &self.request, args_text, true)
     }
 }
 
@@ -329,14 +333,15 @@ impl Args<'_> {
     }
 
     /// Takes the arguments a guard's decision rewrote the call to, if it
-    /// did: later guards see them, and the tool runs with them.
-    fn follow(&mut self, concluded: &Result<(GuardrailDecision, bool), ToolCallError>) {
-        let Ok((decision, _)) = concluded else { return };
-        let Some(rewritten) = outcome::rewritten_args(decision) else { return };
+    /// did (`true`): later guards see them, and the tool runs with them.
+    fn follow(&mut self, concluded: &Result<(GuardrailDecision, bool), ToolCallError>) -> bool {
+        let Ok((decision, _)) = concluded else { return false };
+        let Some(rewritten) = outcome::rewritten_args(decision) else { return false };
         match self {
             Args::Lent(lent) => **lent = rewritten.clone(),
             other => *other = Args::Owned(rewritten.clone()),
         }
+        true
     }
 }
 
@@ -345,11 +350,26 @@ struct Call<'c> {
     call: &'c ToolCallRequest,
     timestamp: &'c str,
     attribution: Attribution<'c>,
+    /// The arguments' JSON text as the call arrived with it, until a guard
+    /// rewrites them.
+    args_text: Option<&'c str>,
 }
 
 impl<'c> Call<'c> {
-    fn new(call: &'c ToolCallRequest, timestamp: &'c str) -> Result<Self, ToolCallError> {
-        Ok(Call { call, timestamp, attribution: Attribution::of(call.context.as_ref())? })
+    fn new(
+        call: &'c ToolCallRequest,
+        timestamp: &'c str,
+        args_text: Option<&'c str>,
+    ) -> Result<Self, ToolCallError> {
+        Ok(Call { call, timestamp, attribution: Attribution::of(call.context.as_ref())?, args_text })
+    }
+
+    /// Takes `concluded`'s rewrite of the arguments, if any, into `args`:
+    /// the text they arrived in no longer says what they are.
+    fn follow(&mut self, args: &mut Args<'_>, concluded: &Result<(GuardrailDecision, bool), ToolCallError>) {
+        if args.follow(concluded) {
+            self.args_text = None;
+        }
     }
 
     fn tool_name(&self) -> &'c str {
@@ -361,6 +381,7 @@ impl<'c> Call<'c> {
         CallView {
             tool_name: self.tool_name(),
             tool_input: args,
+            tool_input_json: self.args_text,
             agent_id: guard.passport.as_deref(),
             tool_call_id: self.call.tool_call.id.as_deref(),
             timestamp: self.timestamp,
@@ -516,7 +537,7 @@ impl GuardrailMiddleware {
         let now = Timestamp::now();
         let mut args = call.tool_call.args.clone();
         let (decision, provider_error, by) =
-            self.decide_sync(call, Args::Lent(&mut args), now.as_str(), started)?;
+            self.decide_sync(call, Args::Lent(&mut args), None, now.as_str(), started)?;
         let request = self.request_seen(call, args, now.as_str(), by)?;
         Ok(Verdict { request, decision, provider_error })
     }
@@ -528,7 +549,7 @@ impl GuardrailMiddleware {
         let now = Timestamp::now();
         let mut args = call.tool_call.args.clone();
         let (decision, provider_error, by) =
-            self.decide_async(call, Args::Lent(&mut args), now.as_str(), started).await?;
+            self.decide_async(call, Args::Lent(&mut args), None, now.as_str(), started).await?;
         let request = self.request_seen(call, args, now.as_str(), by)?;
         Ok(Verdict { request, decision, provider_error })
     }
@@ -552,7 +573,7 @@ impl GuardrailMiddleware {
         let started = self.started();
         let mut args = std::mem::take(&mut call.tool_call.args);
         let now = self.now();
-        let decided = self.decide_sync(&call, Args::Lent(&mut args), now.as_str(), started);
+        let decided = self.decide_sync(&call, Args::Lent(&mut args), None, now.as_str(), started);
         call.tool_call.args = args;
         let (decision, ..) = decided?;
         match decision.allow {
@@ -566,7 +587,7 @@ impl GuardrailMiddleware {
         let started = self.started();
         let mut args = std::mem::take(&mut call.tool_call.args);
         let now = self.now();
-        let decided = self.decide_async(&call, Args::Lent(&mut args), now.as_str(), started).await;
+        let decided = self.decide_async(&call, Args::Lent(&mut args), None, now.as_str(), started).await;
         call.tool_call.args = args;
         let (decision, ..) = decided?;
         match decision.allow {
@@ -581,20 +602,50 @@ impl GuardrailMiddleware {
     /// provider failed. [`Self::check`] is the same decision with the
     /// request the provider saw.
     pub fn decide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
-        let started = self.started();
-        let now = self.now();
-        let (decision, provider_error, _) =
-            self.decide_sync(call, Args::Borrowed(&call.tool_call.args), now.as_str(), started)?;
-        Ok((decision, provider_error))
+        self.decide_with_args_text(call, None)
     }
 
     /// [`Self::decide`] on the async path (the providers' `aevaluate`).
     pub async fn adecide(&self, call: &ToolCallRequest) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        self.adecide_with_args_text(call, None).await
+    }
+
+    /// [`Self::decide`] of a call whose arguments arrived as the JSON text
+    /// `args_text` (a `guardhost run` line, a request to `guardhost
+    /// serve`): a provider library that reads arguments is handed that text
+    /// instead of their serialisation, until a guard rewrites them. It must
+    /// be the text `call.tool_call.args` was parsed from; ask for it only
+    /// when [`Self::reads_tool_input`] (keeping it costs the parser a little).
+    pub fn decide_with_args_text(
+        &self,
+        call: &ToolCallRequest,
+        args_text: Option<&str>,
+    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
         let started = self.started();
         let now = self.now();
-        let (decision, provider_error, _) =
-            self.decide_async(call, Args::Borrowed(&call.tool_call.args), now.as_str(), started).await?;
+        let args = Args::Borrowed(&call.tool_call.args);
+        let (decision, provider_error, _) = self.decide_sync(call, args, args_text, now.as_str(), started)?;
         Ok((decision, provider_error))
+    }
+
+    /// [`Self::decide_with_args_text`] on the async path.
+    pub async fn adecide_with_args_text(
+        &self,
+        call: &ToolCallRequest,
+        args_text: Option<&str>,
+    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
+        let started = self.started();
+        let now = self.now();
+        let args = Args::Borrowed(&call.tool_call.args);
+        let (decision, provider_error, _) =
+            self.decide_async(call, args, args_text, now.as_str(), started).await?;
+        Ok((decision, provider_error))
+    }
+
+    /// Whether a provider of a guard reads the calls' arguments (else none
+    /// is handed them: their text is not worth keeping).
+    pub fn reads_tool_input(&self) -> bool {
+        self.guards.iter().any(|guard| guard.provider.reads_tool_input())
     }
 
     /// [`Self::adecide`], with each guard's evaluation handed to
@@ -605,6 +656,22 @@ impl GuardrailMiddleware {
     pub async fn adecide_with<F, Fut>(
         &self,
         call: &ToolCallRequest,
+        evaluate: F,
+    ) -> Result<(GuardrailDecision, bool), ToolCallError>
+    where
+        F: FnMut(ToEvaluate) -> Fut,
+        Fut: std::future::Future<Output = Evaluation>,
+    {
+        self.adecide_text_with(call, None, evaluate).await
+    }
+
+    /// [`Self::adecide_with`] of a call whose arguments arrived as the JSON
+    /// text `args_text` (see [`Self::decide_with_args_text`]): each
+    /// evaluation carries a copy of it for a provider that reads them.
+    pub async fn adecide_text_with<F, Fut>(
+        &self,
+        call: &ToolCallRequest,
+        args_text: Option<&str>,
         mut evaluate: F,
     ) -> Result<(GuardrailDecision, bool), ToolCallError>
     where
@@ -614,17 +681,21 @@ impl GuardrailMiddleware {
         let started = self.started();
         let now = Timestamp::now();
         let mut args = Args::Borrowed(&call.tool_call.args);
-        let this = Call::new(call, now.as_str())?;
+        let mut this = Call::new(call, now.as_str(), args_text)?;
         let mut tally = Tally::new(self);
         for (index, guard) in self.selected(this.tool_name()) {
             let request = Arc::new(this.view(guard, args.get()).to_request());
-            let to_evaluate =
-                ToEvaluate { provider: Arc::clone(&guard.provider), request: Arc::clone(&request) };
+            let args_text = this.args_text.filter(|_| guard.provider.reads_tool_input()).map(Arc::from);
+            let to_evaluate = ToEvaluate {
+                provider: Arc::clone(&guard.provider),
+                request: Arc::clone(&request),
+                args_text,
+            };
             let evaluation = evaluate(to_evaluate).await;
             let facts = CallFacts::of_request(&request);
             let concluded =
                 self.conclude(guard, &this, facts, evaluation, "async", || Cow::Borrowed(&*request));
-            args.follow(&concluded);
+            this.follow(&mut args, &concluded);
             if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
                 break;
             }
@@ -643,10 +714,11 @@ impl GuardrailMiddleware {
         &self,
         call: &ToolCallRequest,
         args: Args<'_>,
+        args_text: Option<&str>,
         timestamp: &str,
         started: Option<Instant>,
     ) -> Result<Concluded, ToolCallError> {
-        self.decide_sync_recording(call, args, timestamp, started, None)
+        self.decide_sync_recording(call, args, args_text, timestamp, started, None)
     }
 
     /// [`Self::decide_sync`], each guard's answer and the request it saw
@@ -655,11 +727,12 @@ impl GuardrailMiddleware {
         &self,
         call: &ToolCallRequest,
         mut args: Args<'_>,
+        args_text: Option<&str>,
         timestamp: &str,
         started: Option<Instant>,
         mut answers: Option<&mut Vec<Answer>>,
     ) -> Result<Concluded, ToolCallError> {
-        let this = Call::new(call, timestamp)?;
+        let mut this = Call::new(call, timestamp, args_text)?;
         let mut tally = Tally::new(self);
         let alone = answers.is_none() && self.is_plain();
         for (index, guard) in self.selected(this.tool_name()) {
@@ -696,7 +769,7 @@ impl GuardrailMiddleware {
                     request,
                 });
             }
-            args.follow(&concluded);
+            this.follow(&mut args, &concluded);
             if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
                 break;
             }
@@ -714,7 +787,7 @@ impl GuardrailMiddleware {
         let mut answers = Vec::new();
         let args = Args::Borrowed(&call.tool_call.args);
         let (decision, provider_error, _) =
-            self.decide_sync_recording(call, args, now.as_str(), self.started(), Some(&mut answers))?;
+            self.decide_sync_recording(call, args, None, now.as_str(), self.started(), Some(&mut answers))?;
         let tool = call.tool_call.name.as_deref().unwrap_or_default();
         let mut answers = answers.into_iter().peekable();
         let steps = self
@@ -743,10 +816,11 @@ impl GuardrailMiddleware {
         &self,
         call: &ToolCallRequest,
         mut args: Args<'_>,
+        args_text: Option<&str>,
         timestamp: &str,
         started: Option<Instant>,
     ) -> Result<Concluded, ToolCallError> {
-        let this = Call::new(call, timestamp)?;
+        let mut this = Call::new(call, timestamp, args_text)?;
         let mut tally = Tally::new(self);
         let alone = self.is_plain();
         for (index, guard) in self.selected(this.tool_name()) {
@@ -790,7 +864,7 @@ impl GuardrailMiddleware {
                     concluded
                 }
             };
-            args.follow(&concluded);
+            this.follow(&mut args, &concluded);
             if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
                 break;
             }
