@@ -40,7 +40,7 @@ fn check_describes_the_embedded_default() {
         "guardrail:        installed",
         "provider:         allowlist",
         "source:           built-in (AllowlistProvider)",
-        "abi:              1.3",
+        "abi:              1.4",
         "accepted keys:    allowed_tools, denied_tools",
         "framework:        not injected",
         "not read:         tool_input, authz_attributes, attribution (declared; not prepared for it)",

@@ -101,7 +101,7 @@ fn the_findings_say_what_was_wrong() {
     let panics = reason("PanicsOnInput", CaseId::EvaluationPanics);
     assert!(
         panics.contains(
-            "name:unicode (evaluate, evaluate again, aevaluate): provider panicked: decide: cannot"
+            "name:unicode (evaluate, evaluate again, aevaluate): provider panicked: evaluate: cannot"
         ),
         "{panics}"
     );

@@ -270,7 +270,9 @@ extern "C" fn construct_shim<P: Provider>(config_json: RStr<'_>) -> RResult<Prov
 /// `construct_shim::<P>` made: the object is downcast to that type, which
 /// fails (with an error, not undefined behaviour) for any other.
 extern "C" fn decide_shim<P: Provider>(provider: &ProviderBox, request: &Request<'_>) -> VerdictResult {
-    guard("decide", || {
+    // Named as the sync evaluation, whichever of `decide` and `evaluate`
+    // the author wrote (by default `decide` calls `evaluate`).
+    guard("evaluate", || {
         let exported = provider.obj.downcast_as::<Exported<P>>().map_err(|_| {
             ProviderError::error("`decide` was handed a provider that another factory constructed")
         })?;
