@@ -121,6 +121,10 @@ fn decision(c: &mut Criterion) {
             group.bench_function(format!("allowlist direct Rust call/{kind}"), |b| {
                 b.iter(|| black_box(provider.evaluate(black_box(&request)).unwrap()))
             });
+            // Its `decide` (ABI 1.4), which the host calls: no reason built.
+            group.bench_function(format!("allowlist direct Rust call, decide/{kind}"), |b| {
+                b.iter(|| black_box(provider.decide(black_box(&request)).unwrap()))
+            });
         }
     }
     for (name, provider, allowed, denied) in providers() {
