@@ -79,7 +79,7 @@ impl AuthorizationAdapter {
     fn with_role<'a>(&'a self, call: &CallView<'a>) -> CallView<'a> {
         let mut call = call.clone();
         if call.attribution.user_role.as_deref().is_none_or(str::is_empty) {
-            call.attribution.user_role = Some(Cow::Borrowed(self.default_role.as_str()));
+            call.attribution.to_mut().user_role = Some(Cow::Borrowed(self.default_role.as_str()));
         }
         call
     }

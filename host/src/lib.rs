@@ -139,8 +139,8 @@ pub use outcome::{rewritten_args, Approval, Ask, OUTCOME_KEY};
 pub use provider::{block_on, AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
 pub use reload::{ReloadError, Reloader};
 pub use request::{
-    Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, RequestError, Timestamp,
-    ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
+    Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Held, RequestError,
+    Timestamp, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
 };
 pub use setup::{install, install_using, middleware_for, Guardrail};
 pub use yaml::YamlError;

@@ -9,9 +9,10 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
-use abi_stable::std_types::{RCow, ROption, RResult, RStr};
+use abi_stable::std_types::{RCow, RCowStr, ROption, RResult, RStr};
 use guardhost_abi::{
-    declarations, Brief, Decision, ErrorKind, ProviderBox, ProviderError, Request, Verdict, VerdictResult,
+    declarations, Brief, Decision, ErrorKind, ProviderBox, ProviderError, Request, Verdict as AbiVerdict,
+    VerdictResult,
 };
 use serde_json::{Map, Value};
 
@@ -119,6 +120,36 @@ pub fn evaluate_here_with_args_text(
 /// The result of asking a provider.
 pub type Evaluation = Result<GuardrailDecision, ProviderFailure>;
 
+/// A provider's answer, in brief where it can be (the host's twin of
+/// [`guardhost_abi::Verdict`]): a plain allow is its one reason, which a
+/// caller that only acts on the answer (the middleware's wrapping paths,
+/// for a guard alone) takes without making a decision of it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ruling {
+    /// An allow with this one reason, no policy id and no metadata.
+    Allow(GuardrailReason),
+    /// Any decision.
+    Decision(GuardrailDecision),
+}
+
+impl Ruling {
+    /// The decision it stands for.
+    pub fn into_decision(self) -> GuardrailDecision {
+        match self {
+            Ruling::Allow(reason) => GuardrailDecision {
+                allow: true,
+                reasons: vec![reason],
+                policy_id: None,
+                metadata: Map::new(),
+            },
+            Ruling::Decision(decision) => decision,
+        }
+    }
+}
+
+/// The result of asking a provider for a [`Ruling`].
+pub type Ruled = Result<Ruling, ProviderFailure>;
+
 /// Asks `provider` about `call` through the borrowed view when it takes
 /// one ([`GuardrailProvider::evaluate_view`]), else through the owned
 /// request made from it.
@@ -154,6 +185,15 @@ pub trait GuardrailProvider: Send + Sync {
     fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
         let _ = call;
         None
+    }
+
+    /// [`GuardrailProvider::evaluate_view`], answered as a [`Ruling`]: a
+    /// provider that has its plain allows in brief (a library's, through
+    /// its `decide`) saves the caller the decision. By default,
+    /// `evaluate_view`'s decision. Whatever this returns must stand for
+    /// what `evaluate_view` returns.
+    fn rule_view(&self, call: &CallView<'_>) -> Option<Ruled> {
+        self.evaluate_view(call).map(|evaluation| evaluation.map(Ruling::Decision))
     }
 
     /// The async path's [`GuardrailProvider::evaluate_view`]: `None` (the
@@ -339,25 +379,60 @@ fn authz_text(call: &CallView<'_>) -> Cow<'static, str> {
     call.attribution.authz_attributes.map_or(Cow::Borrowed("{}"), object_text)
 }
 
-/// The host's decision of a library's [`Verdict`]: a brief one's texts are
-/// read in place (its code is the library's static text, and a library is
-/// never unloaded), a full one's as [`from_abi`] does.
-fn from_verdict(result: VerdictResult) -> Evaluation {
-    match result {
-        RResult::ROk(Verdict::Brief(Brief { allow, code, message })) => Ok(GuardrailDecision {
-            allow,
-            reasons: vec![GuardrailReason {
-                code: Cow::Borrowed(code.as_str()),
-                message: match message {
-                    RCow::Borrowed(text) => Cow::Borrowed(text.as_str()),
-                    RCow::Owned(text) => Cow::Owned(text.into_string()),
-                },
-            }],
-            policy_id: None,
-            metadata: Map::new(),
-        }),
-        RResult::ROk(Verdict::Full(decision)) => from_abi(RResult::ROk(decision)),
-        RResult::RErr(error) => Err(failure(error)),
+/// What the host makes of a library's answer: the decision
+/// ([`GuardrailDecision`]), or the ruling ([`Ruling`], a plain allow kept
+/// in brief). Each reads the answer straight into its own form.
+trait Reading: Sized {
+    /// Of a library's [`AbiVerdict`] (ABI 1.4 `decide`): a brief one's
+    /// texts are read in place (its code is the library's static text, and
+    /// a library is never unloaded), a full one's as [`from_abi`] does.
+    fn of_verdict(result: VerdictResult) -> Result<Self, ProviderFailure>;
+    /// Of a library's decision (`evaluate`, `aevaluate`).
+    fn of_decision(result: RResult<Decision, ProviderError>) -> Result<Self, ProviderFailure>;
+}
+
+impl Reading for GuardrailDecision {
+    fn of_verdict(result: VerdictResult) -> Evaluation {
+        match result {
+            RResult::ROk(AbiVerdict::Brief(Brief { allow, code, message })) => Ok(GuardrailDecision {
+                allow,
+                reasons: vec![brief_reason(code, message)],
+                policy_id: None,
+                metadata: Map::new(),
+            }),
+            RResult::ROk(AbiVerdict::Full(decision)) => from_abi(RResult::ROk(decision)),
+            RResult::RErr(error) => Err(failure(error)),
+        }
+    }
+
+    fn of_decision(result: RResult<Decision, ProviderError>) -> Evaluation {
+        from_abi(result)
+    }
+}
+
+impl Reading for Ruling {
+    fn of_verdict(result: VerdictResult) -> Ruled {
+        match result {
+            RResult::ROk(AbiVerdict::Brief(Brief { allow: true, code, message })) => {
+                Ok(Ruling::Allow(brief_reason(code, message)))
+            }
+            result => GuardrailDecision::of_verdict(result).map(Ruling::Decision),
+        }
+    }
+
+    fn of_decision(result: RResult<Decision, ProviderError>) -> Ruled {
+        from_abi(result).map(Ruling::Decision)
+    }
+}
+
+/// A brief verdict's reason, its static code and static message borrowed.
+fn brief_reason(code: RStr<'static>, message: RCowStr<'static>) -> GuardrailReason {
+    GuardrailReason {
+        code: Cow::Borrowed(code.as_str()),
+        message: match message {
+            RCow::Borrowed(text) => Cow::Borrowed(text.as_str()),
+            RCow::Owned(text) => Cow::Owned(text.into_string()),
+        },
     }
 }
 
@@ -413,7 +488,7 @@ impl GuardrailProvider for AbiProvider {
     }
 
     fn evaluate(&self, request: &GuardrailRequest) -> Evaluation {
-        self.decide(&request.view())
+        self.decide::<GuardrailDecision>(&request.view())
     }
 
     fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
@@ -421,7 +496,11 @@ impl GuardrailProvider for AbiProvider {
     }
 
     fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
-        Some(self.decide(call))
+        Some(self.decide::<GuardrailDecision>(call))
+    }
+
+    fn rule_view(&self, call: &CallView<'_>) -> Option<Ruled> {
+        Some(self.decide::<Ruling>(call))
     }
 
     fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
@@ -471,7 +550,7 @@ impl AbiProvider {
         }
     }
 
-    fn decide(&self, call: &CallView<'_>) -> Evaluation {
+    fn decide<R: Reading>(&self, call: &CallView<'_>) -> Result<R, ProviderFailure> {
         let authz = self.authz_text(call);
         if !self.reads(declarations::NO_TOOL_INPUT) {
             return self.call(&self.request(call, NOT_PASSED, &authz));
@@ -485,10 +564,10 @@ impl AbiProvider {
 
     /// The provider's decision of `request`: through the library's
     /// `decide` when it has one, else the object's `evaluate`.
-    fn call(&self, request: &Request<'_>) -> Evaluation {
+    fn call<R: Reading>(&self, request: &Request<'_>) -> Result<R, ProviderFailure> {
         match self.decide {
-            Some(decide) => from_verdict(decide(&self.object, request)),
-            None => from_abi(self.object.evaluate(request)),
+            Some(decide) => R::of_verdict(decide(&self.object, request)),
+            None => R::of_decision(self.object.evaluate(request)),
         }
     }
 
@@ -498,7 +577,7 @@ impl AbiProvider {
         // decision is ready at once, and the future's boxing on both sides
         // of the boundary would cost more than the decision.
         if self.never_blocks() {
-            return self.decide(call);
+            return self.decide::<GuardrailDecision>(call);
         }
         // The texts outlive the provider's future: owned here, or the
         // caller's.

@@ -245,6 +245,57 @@ impl<'a> Attribution<'a> {
     }
 }
 
+/// A value borrowed or owned: [`Cow`] for a type that borrows itself
+/// ([`Attribution`]), which a view holds without becoming invariant in its
+/// lifetime. Reads go through [`Deref`](std::ops::Deref).
+#[derive(Debug)]
+pub enum Held<'a, T> {
+    /// Borrowed from whoever read it (the middleware, once for a call's
+    /// guards).
+    Borrowed(&'a T),
+    /// Owned by the view.
+    Owned(T),
+}
+
+impl<T: Clone> Held<'_, T> {
+    /// The value to change, owned first if it was borrowed.
+    pub fn to_mut(&mut self) -> &mut T {
+        if let Held::Borrowed(value) = *self {
+            *self = Held::Owned(value.clone());
+        }
+        match self {
+            Held::Owned(value) => value,
+            Held::Borrowed(_) => unreachable!("owned just above"),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Held<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        match self {
+            Held::Borrowed(value) => value,
+            Held::Owned(value) => value,
+        }
+    }
+}
+
+impl<T: Clone> Clone for Held<'_, T> {
+    fn clone(&self) -> Self {
+        match self {
+            Held::Borrowed(value) => Held::Borrowed(value),
+            Held::Owned(value) => Held::Owned(value.clone()),
+        }
+    }
+}
+
+impl<T> From<T> for Held<'_, T> {
+    fn from(value: T) -> Self {
+        Held::Owned(value)
+    }
+}
+
 /// One tool call as a provider may see it on the wrapping paths, borrowed
 /// from the call: the tool, the arguments, the passport, the context's
 /// attribution and the time, with no copy of any of them.
@@ -268,8 +319,9 @@ pub struct CallView<'a> {
     pub tool_call_id: Option<&'a str>,
     /// When the call was decided, UTC, RFC 3339.
     pub timestamp: &'a str,
-    /// From the runtime context.
-    pub attribution: Attribution<'a>,
+    /// From the runtime context (borrowed where the caller has read it
+    /// already: the middleware reads it once for all of a call's guards).
+    pub attribution: Held<'a, Attribution<'a>>,
 }
 
 impl<'a> CallView<'a> {
@@ -288,7 +340,7 @@ impl<'a> CallView<'a> {
             agent_id: passport,
             tool_call_id: call.tool_call.id.as_deref(),
             timestamp,
-            attribution: Attribution::of(call.context.as_ref())?,
+            attribution: Held::Owned(Attribution::of(call.context.as_ref())?),
         })
     }
 
@@ -361,7 +413,7 @@ impl GuardrailRequest {
             agent_id: self.agent_id.as_deref(),
             tool_call_id: self.tool_call_id.as_deref(),
             timestamp: &self.timestamp,
-            attribution: Attribution {
+            attribution: Held::Owned(Attribution {
                 thread_id: borrowed(&self.thread_id),
                 is_subagent: self.is_subagent,
                 user_id: borrowed(&self.user_id),
@@ -372,7 +424,7 @@ impl GuardrailRequest {
                 channel_user_id: borrowed(&self.channel_user_id),
                 is_internal: self.is_internal,
                 authz_attributes: Some(&self.authz_attributes),
-            },
+            }),
         }
     }
 

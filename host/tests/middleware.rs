@@ -179,6 +179,19 @@ fn empty_and_missing_tool_names_and_ids_are_handled() {
 }
 
 #[test]
+fn a_denial_given_the_call_says_what_one_given_a_borrowed_call_says() {
+    let decision = guardhost::GuardrailDecision::with_reason(false, "c", "m");
+    let named = ToolCallRequest::new("bash", Default::default()).tool_call;
+    let with_id = ToolCallRequest::new("bash", Default::default()).with_id("call-1").tool_call;
+    let null_id = ToolCall { null_id: true, ..named.clone() };
+    for call in [named, with_id, null_id, ToolCall::default()] {
+        let lent = guardhost::middleware::denied_message(&call, &decision);
+        let given = guardhost::middleware::into_denied_message(call.clone(), &decision);
+        assert_eq!(given, lent, "{call:?}");
+    }
+}
+
+#[test]
 fn the_empty_tool_name_reaches_the_provider_as_empty() {
     let verdict = middleware("CapturingProvider").check(&ToolCallRequest::default()).unwrap();
     assert_eq!(verdict.decision.metadata["tool_name"], json!(""));

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use guardhost::{Attribution, CallView};
+use guardhost::{Attribution, CallView, Held};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -177,7 +177,7 @@ impl<'py> Request<'py> {
             agent_id: borrowed(&self.agent_id)?,
             tool_call_id: borrowed(&self.tool_call_id)?,
             timestamp: borrowed(&self.timestamp)?.unwrap_or_default(),
-            attribution: Attribution {
+            attribution: Held::Owned(Attribution {
                 thread_id: text(&self.thread_id)?,
                 is_subagent: self.is_subagent,
                 user_id: text(&self.user_id)?,
@@ -188,7 +188,7 @@ impl<'py> Request<'py> {
                 channel_user_id: text(&self.channel_user_id)?,
                 is_internal: self.is_internal,
                 authz_attributes: Some(&self.authz_attributes),
-            },
+            }),
         })
     }
 }

@@ -132,7 +132,21 @@ fn next_decision_number() -> u64 {
 
 /// The decision id of decision number `n` of this process.
 fn format_decision_id(n: u64) -> String {
-    format!("{:016x}-{n:012x}", decision_id_prefix())
+    // `format!("{prefix:016x}-{n:012x}")`, written digit by digit: the
+    // formatting machinery cost the audit writer a tenth of its time.
+    let mut id = String::with_capacity(29);
+    push_hex(&mut id, decision_id_prefix(), 16);
+    id.push('-');
+    let needed = (u64::BITS - n.leading_zeros()).div_ceil(4);
+    push_hex(&mut id, n, needed.max(12));
+    id
+}
+
+/// Appends the lowest `digits` hex digits of `value`, lowercase, most
+/// significant first.
+fn push_hex(out: &mut String, value: u64, digits: u32) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend((0..digits).rev().map(|i| HEX[(value >> (4 * i) & 0xf) as usize] as char));
 }
 
 /// A new decision id: 16 hex digits fixed for this process (from the
@@ -297,7 +311,15 @@ impl AuditSink for MemoryAuditSink {
 
 #[cfg(test)]
 mod tests {
-    use super::decision_id;
+    use super::{decision_id, decision_id_prefix, format_decision_id};
+
+    #[test]
+    fn a_decision_id_is_the_prefix_and_the_number_in_hex() {
+        let prefix = decision_id_prefix();
+        for n in [0, 1, 0xabc, 0xffff_ffff_ffff, 0x1_0000_0000_0000, u64::MAX] {
+            assert_eq!(format_decision_id(n), format!("{prefix:016x}-{n:012x}"), "{n}");
+        }
+    }
 
     #[test]
     fn decision_ids_are_distinct_and_share_the_process_prefix() {

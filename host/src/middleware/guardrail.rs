@@ -1,6 +1,7 @@
 //! `GuardrailMiddleware`: asks the provider before every tool call.
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,9 +13,9 @@ use crate::config::Mode;
 use crate::decision_log::{ChainStep, Decided, DecisionLog};
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
 use crate::outcome::{self, Ask, CallFacts, Kind, Requested, Settled, OUTCOME_KEY};
-use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure, Ruled, Ruling};
 use crate::request::{
-    Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Timestamp, ToolCall,
+    Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Held, Timestamp, ToolCall,
     ToolCallRequest, ToolMessage, ToolStatus,
 };
 
@@ -214,14 +215,14 @@ impl Verdict {
 
 /// What a call that may not run comes to: the denial's tool message, or,
 /// when a guard holds it for approval, [`ToolCallError::ApprovalRequired`].
-fn not_run(call: &ToolCallRequest, decision: GuardrailDecision) -> ToolResult {
+fn not_run(call: ToolCallRequest, decision: GuardrailDecision) -> ToolResult {
     match Ask::of(&decision) {
         Some(ask) => Err(ToolCallError::ApprovalRequired {
-            tool: call.tool_call.name.clone().unwrap_or_default(),
+            tool: call.tool_call.name.unwrap_or_default(),
             ask: Box::new(ask),
             decision: Box::new(decision),
         }),
-        None => Ok(denied_message(&call.tool_call, &decision)),
+        None => Ok(into_denied_message(call.tool_call, &decision)),
     }
 }
 
@@ -268,33 +269,60 @@ pub fn shadowed(decision: GuardrailDecision, mode: Mode) -> GuardrailDecision {
 
 /// The tool message a denied call gets.
 pub fn denied_message(call: &ToolCall, decision: &GuardrailDecision) -> ToolMessage {
-    let tool_name = call.name.as_deref().unwrap_or("unknown_tool");
-    let tool_call_id = match (&call.id, call.null_id) {
+    let tool_name = call.name.as_deref().unwrap_or(UNKNOWN_TOOL);
+    ToolMessage {
+        content: denial_text(tool_name, decision),
+        tool_call_id: call_id_of(call).to_owned(),
+        name: Some(tool_name.to_owned()),
+        status: ToolStatus::Error,
+    }
+}
+
+/// [`denied_message`] of a call given up: its name and id are moved into
+/// the message, not copied.
+pub fn into_denied_message(call: ToolCall, decision: &GuardrailDecision) -> ToolMessage {
+    let tool_call_id = match call.id {
+        Some(id) => id,
+        None => call_id_of(&call).to_owned(),
+    };
+    let name = call.name.unwrap_or_else(|| UNKNOWN_TOOL.to_owned());
+    ToolMessage {
+        content: denial_text(&name, decision),
+        tool_call_id,
+        name: Some(name),
+        status: ToolStatus::Error,
+    }
+}
+
+/// The name a denial gives a call without one.
+const UNKNOWN_TOOL: &str = "unknown_tool";
+
+/// The id a denial gives `call`: its own, else DeerFlow's stand-in.
+fn call_id_of(call: &ToolCall) -> &str {
+    match (&call.id, call.null_id) {
         (Some(id), _) => id.as_str(),
         (None, true) => "None",
         (None, false) => "missing_id",
-    };
+    }
+}
+
+/// DeerFlow's text of a denial; joined rather than formatted, which costs
+/// a fifth as much.
+fn denial_text(tool_name: &str, decision: &GuardrailDecision) -> String {
     let (code, message) = match decision.reasons.first() {
         Some(reason) => (&*reason.code, &*reason.message),
         None => ("oap.denied", "blocked by guardrail policy"),
     };
-    ToolMessage {
-        // DeerFlow's text; joined rather than formatted, which costs a
-        // fifth as much.
-        content: [
-            "Guardrail denied: tool '",
-            tool_name,
-            "' was blocked (",
-            code,
-            "). Reason: ",
-            message,
-            ". Choose an alternative approach.",
-        ]
-        .concat(),
-        tool_call_id: tool_call_id.to_owned(),
-        name: Some(tool_name.to_owned()),
-        status: ToolStatus::Error,
-    }
+    [
+        "Guardrail denied: tool '",
+        tool_name,
+        "' was blocked (",
+        code,
+        "). Reason: ",
+        message,
+        ". Choose an alternative approach.",
+    ]
+    .concat()
 }
 
 /// The arguments of the call being decided: lent by the caller (a
@@ -349,7 +377,8 @@ impl Args<'_> {
 struct Call<'c> {
     call: &'c ToolCallRequest,
     timestamp: &'c str,
-    attribution: Attribution<'c>,
+    /// `None` when the call has no context (every field at its default).
+    attribution: Option<Attribution<'c>>,
     /// The arguments' JSON text as the call arrived with it, until a guard
     /// rewrites them.
     args_text: Option<&'c str>,
@@ -361,7 +390,11 @@ impl<'c> Call<'c> {
         timestamp: &'c str,
         args_text: Option<&'c str>,
     ) -> Result<Self, ToolCallError> {
-        Ok(Call { call, timestamp, attribution: Attribution::of(call.context.as_ref())?, args_text })
+        let attribution = match &call.context {
+            Some(context) => Some(Attribution::of(Some(context))?),
+            None => None,
+        };
+        Ok(Call { call, timestamp, attribution, args_text })
     }
 
     /// Takes `concluded`'s rewrite of the arguments, if any, into `args`:
@@ -385,15 +418,65 @@ impl<'c> Call<'c> {
             agent_id: guard.passport.as_deref(),
             tool_call_id: self.call.tool_call.id.as_deref(),
             timestamp: self.timestamp,
-            attribution: self.attribution.clone(),
+            attribution: Held::Borrowed(self.attribution.as_ref().unwrap_or(&NO_ATTRIBUTION)),
         }
     }
 }
+
+/// The attribution of a call without a context.
+static NO_ATTRIBUTION: Attribution<'static> = Attribution {
+    thread_id: None,
+    is_subagent: false,
+    user_id: None,
+    user_role: None,
+    oauth_provider: None,
+    oauth_id: None,
+    run_id: None,
+    channel_user_id: None,
+    is_internal: false,
+    authz_attributes: None,
+};
 
 /// What a decided call comes to: the decision, whether its provider
 /// failed, and the guard it is reported from (none when no guard of a
 /// chain selected the call).
 type Concluded = (GuardrailDecision, bool, Option<usize>);
+
+/// A guard's ruling: what the guards came to when it is a plain allow of
+/// a guard `alone` (the decision as it stands: see
+/// [`GuardrailMiddleware::is_plain`]), else the evaluation to conclude.
+#[inline(always)]
+fn plain_allow(ruled: Ruled, alone: bool, index: usize) -> ControlFlow<Reached, Evaluation> {
+    match ruled {
+        Ok(Ruling::Allow(reason)) if alone => ControlFlow::Break(Reached::Allowed(reason, index)),
+        Ok(Ruling::Decision(decision)) => {
+            if alone && Kind::of(&decision, false) == Kind::Allow {
+                return ControlFlow::Break(Reached::Concluded((decision, false, Some(index))));
+            }
+            ControlFlow::Continue(Ok(decision))
+        }
+        Ok(allow) => ControlFlow::Continue(Ok(allow.into_decision())),
+        Err(failure) => ControlFlow::Continue(Err(failure)),
+    }
+}
+
+/// What the guards came to: a plain allow in brief (a guard alone allowed
+/// the call with one reason and nothing beyond it: nothing to tally, audit
+/// or log, and no decision made of it), or the decision concluded.
+enum Reached {
+    /// The reason, and the guard's place.
+    Allowed(GuardrailReason, usize),
+    Concluded(Concluded),
+}
+
+impl Reached {
+    fn into_concluded(self) -> Concluded {
+        match self {
+            Reached::Allowed(reason, index) => (Ruling::Allow(reason).into_decision(), false, Some(index)),
+            Reached::Concluded(concluded) => concluded,
+        }
+    }
+}
 
 impl GuardrailMiddleware {
     /// A middleware around `provider`: one guard, failing closed, in
@@ -537,7 +620,7 @@ impl GuardrailMiddleware {
         let now = Timestamp::now();
         let mut args = call.tool_call.args.clone();
         let (decision, provider_error, by) =
-            self.decide_sync(call, Args::Lent(&mut args), None, now.as_str(), started)?;
+            self.decide_sync(call, Args::Lent(&mut args), None, now.as_str(), started)?.into_concluded();
         let request = self.request_seen(call, args, now.as_str(), by)?;
         Ok(Verdict { request, decision, provider_error })
     }
@@ -548,8 +631,10 @@ impl GuardrailMiddleware {
         let started = self.started();
         let now = Timestamp::now();
         let mut args = call.tool_call.args.clone();
-        let (decision, provider_error, by) =
-            self.decide_async(call, Args::Lent(&mut args), None, now.as_str(), started).await?;
+        let (decision, provider_error, by) = self
+            .decide_async(call, Args::Lent(&mut args), None, now.as_str(), started)
+            .await?
+            .into_concluded();
         let request = self.request_seen(call, args, now.as_str(), by)?;
         Ok(Verdict { request, decision, provider_error })
     }
@@ -575,10 +660,10 @@ impl GuardrailMiddleware {
         let now = self.now();
         let decided = self.decide_sync(&call, Args::Lent(&mut args), None, now.as_str(), started);
         call.tool_call.args = args;
-        let (decision, ..) = decided?;
-        match decision.allow {
-            true => handler(call),
-            false => not_run(&call, decision),
+        match decided? {
+            Reached::Allowed(..) => handler(call),
+            Reached::Concluded((decision, ..)) if decision.allow => handler(call),
+            Reached::Concluded((decision, ..)) => not_run(call, decision),
         }
     }
 
@@ -589,10 +674,10 @@ impl GuardrailMiddleware {
         let now = self.now();
         let decided = self.decide_async(&call, Args::Lent(&mut args), None, now.as_str(), started).await;
         call.tool_call.args = args;
-        let (decision, ..) = decided?;
-        match decision.allow {
-            true => handler(call).await,
-            false => not_run(&call, decision),
+        match decided? {
+            Reached::Allowed(..) => handler(call).await,
+            Reached::Concluded((decision, ..)) if decision.allow => handler(call).await,
+            Reached::Concluded((decision, ..)) => not_run(call, decision),
         }
     }
 
@@ -624,7 +709,8 @@ impl GuardrailMiddleware {
         let started = self.started();
         let now = self.now();
         let args = Args::Borrowed(&call.tool_call.args);
-        let (decision, provider_error, _) = self.decide_sync(call, args, args_text, now.as_str(), started)?;
+        let (decision, provider_error, _) =
+            self.decide_sync(call, args, args_text, now.as_str(), started)?.into_concluded();
         Ok((decision, provider_error))
     }
 
@@ -638,7 +724,7 @@ impl GuardrailMiddleware {
         let now = self.now();
         let args = Args::Borrowed(&call.tool_call.args);
         let (decision, provider_error, _) =
-            self.decide_async(call, args, args_text, now.as_str(), started).await?;
+            self.decide_async(call, args, args_text, now.as_str(), started).await?.into_concluded();
         Ok((decision, provider_error))
     }
 
@@ -717,7 +803,7 @@ impl GuardrailMiddleware {
         args_text: Option<&str>,
         timestamp: &str,
         started: Option<Instant>,
-    ) -> Result<Concluded, ToolCallError> {
+    ) -> Result<Reached, ToolCallError> {
         self.decide_sync_recording(call, args, args_text, timestamp, started, None)
     }
 
@@ -731,20 +817,20 @@ impl GuardrailMiddleware {
         timestamp: &str,
         started: Option<Instant>,
         mut answers: Option<&mut Vec<Answer>>,
-    ) -> Result<Concluded, ToolCallError> {
+    ) -> Result<Reached, ToolCallError> {
         let mut this = Call::new(call, timestamp, args_text)?;
         let mut tally = Tally::new(self);
         let alone = answers.is_none() && self.is_plain();
         for (index, guard) in self.selected(this.tool_name()) {
             let asked = {
                 let view = this.view(guard, args.get());
-                match guard.provider.evaluate_view(&view) {
-                    Some(Ok(decision)) if alone && Kind::of(&decision, false) == Kind::Allow => {
-                        return Ok((decision, false, Some(index)));
-                    }
-                    Some(evaluation) => {
-                        Asked::Decided(self.conclude_view(guard, &this, &view, evaluation, "sync"))
-                    }
+                match guard.provider.rule_view(&view) {
+                    Some(ruled) => match plain_allow(ruled, alone, index) {
+                        ControlFlow::Break(reached) => return Ok(reached),
+                        ControlFlow::Continue(evaluation) => {
+                            Asked::Decided(self.conclude_view(guard, &this, &view, evaluation, "sync"))
+                        }
+                    },
                     None => Asked::Not(Box::new(view.to_request_with(Map::new()))),
                 }
             };
@@ -774,7 +860,7 @@ impl GuardrailMiddleware {
                 break;
             }
         }
-        Ok(self.finish(tally, &this, args.get(), started))
+        Ok(Reached::Concluded(self.finish(tally, &this, args.get(), started)))
     }
 
     /// Decides `call` as [`Self::decide`] does, and says what each guard
@@ -786,8 +872,9 @@ impl GuardrailMiddleware {
         let now = Timestamp::now();
         let mut answers = Vec::new();
         let args = Args::Borrowed(&call.tool_call.args);
-        let (decision, provider_error, _) =
-            self.decide_sync_recording(call, args, None, now.as_str(), self.started(), Some(&mut answers))?;
+        let (decision, provider_error, _) = self
+            .decide_sync_recording(call, args, None, now.as_str(), self.started(), Some(&mut answers))?
+            .into_concluded();
         let tool = call.tool_call.name.as_deref().unwrap_or_default();
         let mut answers = answers.into_iter().peekable();
         let steps = self
@@ -819,7 +906,7 @@ impl GuardrailMiddleware {
         args_text: Option<&str>,
         timestamp: &str,
         started: Option<Instant>,
-    ) -> Result<Concluded, ToolCallError> {
+    ) -> Result<Reached, ToolCallError> {
         let mut this = Call::new(call, timestamp, args_text)?;
         let mut tally = Tally::new(self);
         let alone = self.is_plain();
@@ -829,21 +916,19 @@ impl GuardrailMiddleware {
                 // A provider that never blocks is asked as on the sync path
                 // (no future to box, nothing to wait for).
                 let evaluation = match guard.provider.never_blocks() {
-                    true => guard.provider.evaluate_view(&view).map(Answered::Now),
+                    true => guard.provider.rule_view(&view).map(Answered::Now),
                     false => guard.provider.aevaluate_view(&view).map(Answered::Later),
                 };
                 // Bound, so that the provider's future is gone before `view`.
                 let asked = match evaluation {
                     Some(evaluation) => {
-                        let evaluation = match evaluation {
-                            Answered::Now(evaluation) => evaluation,
-                            Answered::Later(future) => future.await,
+                        let ruled = match evaluation {
+                            Answered::Now(ruled) => ruled,
+                            Answered::Later(future) => future.await.map(Ruling::Decision),
                         };
-                        match evaluation {
-                            Ok(decision) if alone && Kind::of(&decision, false) == Kind::Allow => {
-                                return Ok((decision, false, Some(index)));
-                            }
-                            evaluation => {
+                        match plain_allow(ruled, alone, index) {
+                            ControlFlow::Break(reached) => return Ok(reached),
+                            ControlFlow::Continue(evaluation) => {
                                 Asked::Decided(self.conclude_view(guard, &this, &view, evaluation, "async"))
                             }
                         }
@@ -869,7 +954,7 @@ impl GuardrailMiddleware {
                 break;
             }
         }
-        Ok(self.finish(tally, &this, args.get(), started))
+        Ok(Reached::Concluded(self.finish(tally, &this, args.get(), started)))
     }
 
     /// Takes guard `index`'s conclusion into `tally`: `Ok(false)` when the
@@ -956,7 +1041,7 @@ impl GuardrailMiddleware {
             verdict.rewrite(&mut call);
             handler(call)?
         } else {
-            not_run(&call, verdict.decision.clone())?
+            not_run(call, verdict.decision.clone())?
         };
         Ok((verdict, message))
     }
@@ -973,7 +1058,7 @@ impl GuardrailMiddleware {
             verdict.rewrite(&mut call);
             handler(call).await?
         } else {
-            not_run(&call, verdict.decision.clone())?
+            not_run(call, verdict.decision.clone())?
         };
         Ok((verdict, message))
     }
@@ -1225,7 +1310,7 @@ enum Asked {
 /// A provider's answer about the borrowed view on the async path: at once
 /// (it never blocks), or to be awaited.
 enum Answered<'a> {
-    Now(Evaluation),
+    Now(Ruled),
     Later(BoxFuture<'a, Evaluation>),
 }
 
@@ -1240,5 +1325,17 @@ impl ToolCallMiddleware for GuardrailMiddleware {
         handler: AsyncHandler,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(GuardrailMiddleware::awrap_tool_call(self, request, handler))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_without_context_is_attributed_as_one_with_an_empty_context() {
+        let read = |context: Option<&Map<String, Value>>| format!("{:?}", Attribution::of(context).unwrap());
+        assert_eq!(format!("{NO_ATTRIBUTION:?}"), read(None));
+        assert_eq!(format!("{NO_ATTRIBUTION:?}"), read(Some(&Map::new())));
     }
 }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 pub use crate::decision_log::ChainStep;
 pub use guard::{glob, Guard, GuardKind, ToolSelector};
 pub use guardrail::{
-    denied_message, shadowed, Explained, GuardrailMiddleware, Step, StepAnswer, ToEvaluate, Verdict,
+    denied_message, into_denied_message, shadowed, Explained, GuardrailMiddleware, Step, StepAnswer,
+    ToEvaluate, Verdict,
 };
 pub use layer::{GuardrailLayer, GuardrailService};
 
