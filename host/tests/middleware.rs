@@ -191,6 +191,36 @@ fn a_denial_given_the_call_says_what_one_given_a_borrowed_call_says() {
     }
 }
 
+/// `rule_view` stands for `evaluate_view`: a library's plain allow in
+/// brief (ABI 1.4 `decide`) is `Ruling::Allow`, anything else the decision
+/// itself; a library without `decide` always answers with its decision.
+#[test]
+fn a_library_s_ruling_stands_for_its_decision() {
+    use guardhost::provider::Ruling;
+    let allowlist = support::load(
+        &support::use_of("guardhost_allowlist", "AllowlistProvider"),
+        object(json!({"denied_tools": ["bash"]})),
+    );
+    let echo = support::test_provider("EchoDecisionProvider");
+    let plain = json!({"allow": true, "reasons": [["c", "m"]]});
+    let with_metadata = json!({"allow": true, "reasons": [["c", "m"]], "metadata": {"k": 1}});
+    let cases: [(&dyn guardhost::GuardrailProvider, &str, Value, bool); 5] = [
+        (&*allowlist.provider, "web_search", json!({}), true),
+        (&*allowlist.provider, "bash", json!({}), false),
+        (&*echo, "tool", plain, false),
+        (&*echo, "tool", with_metadata, false),
+        (&*echo, "tool", json!({"allow": false}), false),
+    ];
+    for (provider, tool, args, in_brief) in cases {
+        let call = support::tool_call(tool, args);
+        let view = guardhost::CallView::new(&call, &call.tool_call.args, None, "now").unwrap();
+        let ruling = provider.rule_view(&view).expect("a library takes the view").unwrap();
+        assert_eq!(matches!(ruling, Ruling::Allow(_)), in_brief, "{call:?}: {ruling:?}");
+        let decision = provider.evaluate_view(&view).unwrap().unwrap();
+        assert_eq!(ruling.into_decision(), decision, "{call:?}");
+    }
+}
+
 #[test]
 fn the_empty_tool_name_reaches_the_provider_as_empty() {
     let verdict = middleware("CapturingProvider").check(&ToolCallRequest::default()).unwrap();
