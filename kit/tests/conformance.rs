@@ -1,7 +1,7 @@
 //! The conformance kit against real libraries: every good plugin passes,
 //! every member of the seeded-fault zoo is flagged by the right case, and
 //! the reports (text, JSON, JUnit XML) are right (the `guardhost conformance`
-//! command, its exit codes included, is tested in `cli/tests/conformance.rs`).
+//! command, its exit codes included, is tested in `cli/tests/it/conformance.rs`).
 
 use guardhost_test_support as support;
 
