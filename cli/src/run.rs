@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use guardhost::{
-    Guardrail, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderInfo, ProviderSource, Reloader,
-    ToolCallRequest,
+    Guardrail, GuardrailMiddleware, Isolation, JsonlAuditSink, ProviderInfo, ProviderSource, ReloadPolicy,
+    Reloader, ToolCallRequest,
 };
 use guardhost_lines::answer::{self, Counts, Handled, OutputFormat};
 use guardhost_lines::jsonl::{parse_line, parse_line_with_args_text, read_line, Line};
@@ -150,7 +150,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     // With --watch, each line takes the guardrail current at that moment.
     let (fixed, reloader) = match (&args.config, args.watch) {
         (Some(path), true) => {
-            let reloader = Arc::new(Reloader::open(path).map_err(|e| match e {
+            // Under --require-guardrail a reload may not weaken the
+            // guardrail either; without, it is logged as an error.
+            let policy = if require { ReloadPolicy::Refuse } else { ReloadPolicy::Report };
+            let reloader = Arc::new(Reloader::open_with(path, policy).map_err(|e| match e {
                 guardhost::ReloadError::Config(e) => CliError::Config(e),
                 guardhost::ReloadError::Build(e) => CliError::Build(e),
                 other => CliError::Usage(other.to_string()),

@@ -360,6 +360,10 @@ pub struct LoadedConfig {
     /// DeerFlow's `authorization:` section (disabled when the file has
     /// none): the guard asked before every guardrail.
     pub authorization: AuthorizationConfig,
+    /// `sha256:` and the SHA-256 of the config's text, in hex: names the
+    /// version running (reload logs, `/readyz`) without showing what it
+    /// holds.
+    pub digest: String,
 }
 
 /// A config that cannot be used. Every variant says what to fix.
@@ -604,7 +608,14 @@ impl LoadedConfig {
         if let Some(passport) = guardrails.passport.as_mut() {
             *passport = passport_from(passport, &base_dir);
         }
-        Ok(LoadedConfig { guardrails, base_dir, origin, section_found, authorization })
+        Ok(LoadedConfig {
+            guardrails,
+            base_dir,
+            origin,
+            section_found,
+            authorization,
+            digest: digest_of(text),
+        })
     }
 }
 
@@ -701,6 +712,13 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     rows[a.len()][b.len()]
+}
+
+/// `sha256:` and the hex SHA-256 of a config's text.
+fn digest_of(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hex: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 /// Whether a guardrail is required by the environment

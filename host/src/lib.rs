@@ -137,7 +137,7 @@ pub use middleware::{
 };
 pub use outcome::{rewritten_args, Approval, Ask, OUTCOME_KEY};
 pub use provider::{block_on, AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
-pub use reload::{ReloadError, Reloader};
+pub use reload::{ReloadError, ReloadPolicy, ReloadStatus, Reloader};
 pub use request::{
     Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Held, RequestError,
     Timestamp, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,

@@ -266,48 +266,93 @@ impl<'a> CallFacts<'a> {
 /// The digest an approval of `facts`, asked by `entry`, due by `deadline`,
 /// must carry.
 pub(crate) fn digest(entry: &str, facts: &CallFacts<'_>, deadline: u64) -> String {
-    // A JSON array, each part written canonically.
-    let mut text = String::from("[\"guardhost.approval.v1\"");
-    for part in [json!(entry), json!(facts.tool_name)] {
-        text.push(',');
-        canonical(&part, &mut text);
-    }
-    text.push(',');
-    canonical_map(facts.args, &mut text);
-    for part in [json!(facts.thread_id), json!(facts.user_id), json!(facts.tool_call_id), json!(deadline)] {
-        text.push(',');
-        canonical(&part, &mut text);
-    }
-    text.push(']');
-    let hash = Sha256::digest(text.as_bytes());
-    let mut hex = String::with_capacity(7 + 64);
-    hex.push_str("sha256:");
-    for byte in hash {
-        use std::fmt::Write;
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    Digester::new(entry, facts).with_deadline(deadline)
 }
 
-/// JSON text with every object's keys sorted, whatever order the map keeps.
-fn canonical(value: &Value, out: &mut String) {
+/// The digest of one call, all but its deadline: the canonical text of the
+/// entry, the tool, the arguments, the thread, the user and the call's id,
+/// hashed once, so each approval of the call (each with its own deadline)
+/// costs a copy of the hash state, whatever the arguments' size.
+pub(crate) struct Digester {
+    state: Sha256,
+    /// Whether the arguments hold an integer that JSON readers can read
+    /// apart (see [`Digester::exact`]).
+    inexact: bool,
+}
+
+impl Digester {
+    pub(crate) fn new(entry: &str, facts: &CallFacts<'_>) -> Digester {
+        // A JSON array, each part written canonically; the deadline last.
+        let mut text = String::from("[\"guardhost.approval.v1\"");
+        let mut inexact = false;
+        for part in [json!(entry), json!(facts.tool_name)] {
+            text.push(',');
+            canonical(&part, &mut text, &mut inexact);
+        }
+        text.push(',');
+        canonical_map(facts.args, &mut text, &mut inexact);
+        for part in [json!(facts.thread_id), json!(facts.user_id), json!(facts.tool_call_id)] {
+            text.push(',');
+            canonical(&part, &mut text, &mut inexact);
+        }
+        Digester { state: Sha256::new_with_prefix(text.as_bytes()), inexact }
+    }
+
+    /// Whether the digest binds the arguments exactly. A number this host
+    /// holds as a float with an integer value of 2^53 or more may have been
+    /// written as an integer its readers keep exactly (Python's `json`, a
+    /// runtime that runs the call): `18446744073709551616` and
+    /// `18446744073709551617` are one float here, two calls there. An
+    /// approval of such a call would approve its neighbours, so none is
+    /// given.
+    pub(crate) fn exact(&self) -> bool {
+        !self.inexact
+    }
+
+    /// The digest with `deadline`.
+    pub(crate) fn with_deadline(&self, deadline: u64) -> String {
+        let mut state = self.state.clone();
+        state.update(format!(",{deadline}]").as_bytes());
+        let mut hex = String::with_capacity(7 + 64);
+        hex.push_str("sha256:");
+        for byte in state.finalize() {
+            use std::fmt::Write;
+            let _ = write!(hex, "{byte:02x}");
+        }
+        hex
+    }
+}
+
+/// JSON text with every object's keys sorted, whatever order the map keeps;
+/// `inexact` set when a number is an integral float of 2^53 or more.
+fn canonical(value: &Value, out: &mut String, inexact: &mut bool) {
     match value {
-        Value::Object(map) => canonical_map(map, out),
+        Value::Object(map) => canonical_map(map, out, inexact),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                canonical(item, out);
+                canonical(item, out, inexact);
             }
             out.push(']');
+        }
+        Value::Number(number) => {
+            if let Some(float) = number.as_f64().filter(|_| number.is_f64()) {
+                *inexact |= float.fract() == 0.0 && float.abs() >= EXACT_INTEGERS;
+            }
+            out.push_str(&number.to_string());
         }
         scalar => out.push_str(&scalar.to_string()),
     }
 }
 
-fn canonical_map(map: &Map<String, Value>, out: &mut String) {
+/// 2^53: every integer below it has one float; at and above it, neighbours
+/// share one.
+const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0;
+
+fn canonical_map(map: &Map<String, Value>, out: &mut String, inexact: &mut bool) {
     let mut keys: Vec<&String> = map.keys().collect();
     keys.sort();
     out.push('{');
@@ -317,7 +362,7 @@ fn canonical_map(map: &Map<String, Value>, out: &mut String) {
         }
         out.push_str(&Value::from(key.as_str()).to_string());
         out.push(':');
-        canonical(&map[key], out);
+        canonical(&map[key], out, inexact);
     }
     out.push('}');
 }
@@ -347,20 +392,30 @@ pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// The most approvals a call's context may carry: enough for every entry of
+/// a long chain, few enough that reading them is cheap.
+pub const MAX_APPROVALS: usize = 64;
+
 /// The approvals in a call's context: `Ok(vec![])` when it has none; an
 /// error naming what was wrong when `approval` is not an approval or a list
-/// of them.
+/// of them, or holds more than [`MAX_APPROVALS`].
 pub(crate) fn approvals(context: Option<&Map<String, Value>>) -> Result<Vec<Approval>, String> {
     let Some(value) = context.and_then(|c| c.get("approval")) else { return Ok(Vec::new()) };
     let items = match value {
         Value::Null => return Ok(Vec::new()),
-        Value::Array(items) => items.clone(),
-        single => vec![single.clone()],
+        Value::Array(items) => items.as_slice(),
+        single => std::slice::from_ref(single),
     };
+    if items.len() > MAX_APPROVALS {
+        return Err(format!(
+            "the context's `approval` holds {} approvals, more than the {MAX_APPROVALS} a call may carry: resume the call with the approvals of its own asks",
+            items.len()
+        ));
+    }
     items
-        .into_iter()
+        .iter()
         .map(|item| {
-            serde_json::from_value(item).map_err(|e| {
+            Approval::deserialize(item).map_err(|e| {
                 format!(
                     "the context's `approval` is not {{approved: bool, entry: string, digest: string, deadline: int, approved_by: string}} (or a list of them): {e}"
                 )
@@ -387,13 +442,22 @@ pub(crate) fn settle(
     timeout_s: u64,
     approvals: &[Approval],
 ) -> Settled {
+    let digester = Digester::new(entry, facts);
+    if !digester.exact() {
+        return Settled::Refused(
+            "guardhost.approval_inexact",
+            "an approval cannot be bound to this call exactly: its arguments hold a whole number of 2^53 or more \
+             that JSON readers do not all read alike; send such numbers as strings"
+                .to_owned(),
+        );
+    }
     let mine: Vec<&Approval> = approvals.iter().filter(|a| a.entry == entry).collect();
     if mine.is_empty() {
         let deadline = unix_now() + timeout_s;
-        let digest = digest(entry, facts, deadline);
+        let digest = digester.with_deadline(deadline);
         return Settled::Held(Ask { entry: entry.to_owned(), digest, deadline, approvers });
     }
-    let Some(approval) = mine.into_iter().find(|a| a.digest == digest(entry, facts, a.deadline)) else {
+    let Some(approval) = mine.into_iter().find(|a| a.digest == digester.with_deadline(a.deadline)) else {
         return Settled::Refused(
             "guardhost.approval_mismatch",
             format!(
@@ -472,6 +536,69 @@ mod tests {
         for other in changed {
             assert_ne!(base, other);
         }
+    }
+
+    #[test]
+    fn the_digest_is_the_sha256_of_the_documented_text() {
+        // The format runtimes that build their own approvals reproduce:
+        // it must not change with how the host computes it.
+        let a = args(json!({"b": [1, 2.5, "x"], "a": {"d": null, "c": true}}));
+        let text = r#"["guardhost.approval.v1","approvals","bash",{"a":{"c":true,"d":null},"b":[1,2.5,"x"]},"t-1","u-1","call-1",1700000000]"#;
+        let expected: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(digest("approvals", &facts(&a), 1_700_000_000), format!("sha256:{expected}"));
+        let digester = Digester::new("approvals", &facts(&a));
+        assert_eq!(digester.with_deadline(1_700_000_000), format!("sha256:{expected}"));
+        assert_ne!(digester.with_deadline(1_700_000_001), format!("sha256:{expected}"));
+    }
+
+    #[test]
+    fn a_whole_number_past_two_to_the_53_cannot_be_approved_and_smaller_ones_can() {
+        let settled = |text: &str| {
+            let args: Map<String, Value> = serde_json::from_str(text).unwrap();
+            match settle("approvals", &facts(&args), vec![], 60, &[]) {
+                Settled::Held(_) => "held",
+                Settled::Refused(code, _) => code,
+                Settled::Approved(_) => "approved",
+            }
+        };
+        // 2^64 and 2^64 + 1 are one float here; Python reads two integers.
+        assert_eq!(settled(r#"{"n": 18446744073709551616}"#), "guardhost.approval_inexact");
+        assert_eq!(settled(r#"{"deep": [{"n": 18446744073709551617}]}"#), "guardhost.approval_inexact");
+        assert_eq!(settled(r#"{"n": 1e300}"#), "guardhost.approval_inexact");
+        assert_eq!(
+            digest(
+                "approvals",
+                &facts(&args(serde_json::from_str(r#"{"n": 18446744073709551616}"#).unwrap())),
+                1
+            ),
+            digest(
+                "approvals",
+                &facts(&args(serde_json::from_str(r#"{"n": 18446744073709551617}"#).unwrap())),
+                1
+            ),
+            "why: the two calls would share an approval"
+        );
+        // Integers this host keeps exactly, and fractions, are bound as read.
+        for exact in [
+            r#"{"n": 18446744073709551615}"#,
+            r#"{"n": -9223372036854775808}"#,
+            r#"{"n": 9007199254740991.0}"#,
+            r#"{"n": 0.1, "m": -2.5e-300}"#,
+            r#"{"s": "18446744073709551616"}"#,
+        ] {
+            assert_eq!(settled(exact), "held", "{exact}");
+        }
+    }
+
+    #[test]
+    fn a_context_may_carry_up_to_64_approvals() {
+        let one = json!({"approved": true, "entry": "e", "digest": "sha256:0", "deadline": 1});
+        let context = |n: usize| args(json!({"approval": vec![one.clone(); n]}));
+        assert_eq!(approvals(Some(&context(MAX_APPROVALS))).unwrap().len(), MAX_APPROVALS);
+        let error = approvals(Some(&context(12_000))).unwrap_err();
+        assert!(error.contains("holds 12000 approvals, more than the 64"), "{error}");
+        assert_eq!(approvals(Some(&args(json!({"approval": one})))).unwrap().len(), 1);
+        assert!(approvals(Some(&args(json!({"approval": null})))).unwrap().is_empty());
     }
 
     #[test]

@@ -42,6 +42,29 @@ use crate::instantiate::{BuildError, ProviderSource};
 use crate::resolve::{library_candidates, parse_use, UseTarget};
 use crate::setup::{install_with, Guardrail};
 
+mod weakening;
+
+use weakening::{shapes, weakenings, GuardShape};
+
+/// What a reload may do to the guards the running guardrail has.
+///
+/// A reload never installs *no* guardrail in place of one
+/// ([`ReloadError::WouldRemove`], under either policy). Beyond that, a new
+/// config can weaken the guardrail: remove a guard (`enabled: false` with an
+/// `authorization:` section left, an entry dropped or renamed), move a guard
+/// out of `enforce` mode, make one fail open, or narrow the tools one
+/// decides. What happens then is the policy's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReloadPolicy {
+    /// The weaker guardrail is installed, and the change is logged as an
+    /// error and kept in [`Reloader::status`] (`/readyz` shows it).
+    #[default]
+    Report,
+    /// The weaker guardrail is refused ([`ReloadError::WouldWeaken`]); the
+    /// current one stays. What `--require-guardrail` asks for.
+    Refuse,
+}
+
 /// Why a reload did not happen.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -60,6 +83,34 @@ pub enum ReloadError {
         /// The config file.
         path: PathBuf,
     },
+    /// The new config weakens the guardrail and the policy is
+    /// [`ReloadPolicy::Refuse`]: the current guardrail stays.
+    #[error("{}: the new config weakens the guardrail ({}), and a guardrail is required (--require-guardrail), so the reload is refused and the current guardrail stays; restart to make this change", path.display(), changes.join("; "))]
+    WouldWeaken {
+        /// The config file.
+        path: PathBuf,
+        /// Each weakening, for an operator.
+        changes: Vec<String>,
+    },
+}
+
+/// How reloads have gone, for `/readyz`, metrics and logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReloadStatus {
+    /// The SHA-256 of the running config's text ([`LoadedConfig::digest`]).
+    pub config_digest: String,
+    /// How the running guardrail is weaker than the one the reloader
+    /// started with (empty when it is not): what [`ReloadPolicy::Report`]
+    /// let through.
+    pub weakened: Vec<String>,
+    /// Reloads that swapped a new guardrail in (weakening ones included).
+    pub applied: u64,
+    /// Of those, the ones that weakened the guardrail.
+    pub weakening: u64,
+    /// Reloads refused because they would remove or weaken the guardrail.
+    pub refused: u64,
+    /// Reloads that failed (a bad config, a provider that would not build).
+    pub failed: u64,
 }
 
 /// What identifies one version of a file.
@@ -216,6 +267,11 @@ pub struct Reloader {
     /// The files as they were at the last attempt (successful or not), so a
     /// broken version is tried once, not on every poll.
     watched: Mutex<Watched>,
+    policy: ReloadPolicy,
+    /// The guards the reloader started with, and those running now.
+    started: Vec<GuardShape>,
+    running: Mutex<Vec<GuardShape>>,
+    status: Mutex<ReloadStatus>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -227,6 +283,8 @@ impl std::fmt::Debug for Reloader {
 /// A guardrail built from a config file, and what to watch for it.
 struct Built {
     guardrail: Option<Arc<Guardrail>>,
+    /// The config's digest.
+    digest: String,
     /// The library path its first library entry's `use:` names (the first
     /// candidate that exists, symbolic links not followed), if any.
     written: Option<PathBuf>,
@@ -247,21 +305,44 @@ fn build(path: &Path) -> Result<Built, ReloadError> {
         }
         _ => None,
     });
-    Ok(Built { guardrail, written, data })
+    Ok(Built { guardrail, digest: config.digest, written, data })
 }
 
 impl Reloader {
     /// Builds the guardrail of the config file at `path`; an error here
     /// means there is nothing to serve with.
+    /// A reload that weakens the guardrail is installed and reported
+    /// ([`ReloadPolicy::Report`]); see [`Reloader::open_with`].
     pub fn open(path: &Path) -> Result<Reloader, ReloadError> {
+        Reloader::open_with(path, ReloadPolicy::Report)
+    }
+
+    /// [`Reloader::open`], with what a reload that weakens the guardrail
+    /// does.
+    pub fn open_with(path: &Path, policy: ReloadPolicy) -> Result<Reloader, ReloadError> {
         let built = build(path)?;
         let watched = Watched::of(path, &built);
+        let started = shapes(built.guardrail.as_deref());
         Ok(Reloader {
             path: path.to_path_buf(),
+            status: Mutex::new(ReloadStatus {
+                config_digest: built.digest.clone(),
+                ..ReloadStatus::default()
+            }),
             current: RwLock::new(built.guardrail),
             reloading: Mutex::new(()),
             watched: Mutex::new(watched),
+            policy,
+            running: Mutex::new(started.clone()),
+            started,
         })
+    }
+
+    /// How reloads have gone: the running config's digest, how the running
+    /// guardrail is weaker than the first, and the reloads counted by
+    /// outcome.
+    pub fn status(&self) -> ReloadStatus {
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The guardrail to use for the next call (`None` when the config
@@ -283,18 +364,47 @@ impl Reloader {
     pub fn reload(&self) -> Result<(), ReloadError> {
         let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let before = self.watched.lock().unwrap_or_else(|e| e.into_inner()).now(&self.path);
-        let built = build(&self.path).and_then(|built| match built.guardrail {
-            None if self.current().is_some() => Err(ReloadError::WouldRemove { path: self.path.clone() }),
-            _ => Ok(built),
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let built = build(&self.path).and_then(|built| {
+            if built.guardrail.is_none() && self.current().is_some() {
+                return Err(ReloadError::WouldRemove { path: self.path.clone() });
+            }
+            let changes = weakenings(&running, &shapes(built.guardrail.as_deref()));
+            if !changes.is_empty() && self.policy == ReloadPolicy::Refuse {
+                return Err(ReloadError::WouldWeaken { path: self.path.clone(), changes });
+            }
+            Ok((built, changes))
         });
-        let built = match built {
-            Ok(guardrail) => guardrail,
+        let (built, changes) = match built {
+            Ok(built) => built,
             Err(error) => {
                 // This version is not retried until a file changes again.
                 *self.watched.lock().unwrap_or_else(|e| e.into_inner()) = before;
+                let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+                match error {
+                    ReloadError::WouldRemove { .. } | ReloadError::WouldWeaken { .. } => status.refused += 1,
+                    _ => status.failed += 1,
+                }
                 return Err(error);
             }
         };
+        if !changes.is_empty() {
+            tracing::error!(
+                config = %self.path.display(),
+                digest = %built.digest,
+                "the reloaded config weakens the guardrail: {} (start with --require-guardrail to refuse such reloads)",
+                changes.join("; ")
+            );
+        }
+        let now_running = shapes(built.guardrail.as_deref());
+        {
+            let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            status.applied += 1;
+            status.weakening += u64::from(!changes.is_empty());
+            status.config_digest = built.digest.clone();
+            status.weakened = weakenings(&self.started, &now_running);
+        }
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = now_running;
         let mut watched = Watched::of(&self.path, &built);
         // Stamps from before the build: a change during it is not lost.
         watched.config = before.config;
@@ -349,8 +459,17 @@ impl Reloader {
             settling = None;
             match reloader.reload() {
                 Ok(()) => {
-                    let provider = reloader.current().map(|g| g.info.name.clone());
-                    tracing::warn!(config = %reloader.path.display(), ?provider, "guardrail reloaded");
+                    let digest = reloader.status().config_digest;
+                    let entries: Vec<String> = reloader
+                        .current()
+                        .map(|g| g.middleware.guards().iter().map(|guard| guard.name().to_owned()).collect())
+                        .unwrap_or_default();
+                    tracing::warn!(
+                        config = %reloader.path.display(),
+                        %digest,
+                        "guardrail reloaded; entries: {}",
+                        entries.join(", ")
+                    );
                 }
                 Err(error) => tracing::error!(
                     config = %reloader.path.display(),

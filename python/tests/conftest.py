@@ -1,7 +1,8 @@
 """Shared fixtures: the provider libraries cargo built, and helpers.
 
 `scripts/test-python` builds the libraries and points GUARDHOST_LIB_DIR at
-them (default: <repo>/target/debug). A missing library fails the test that
+them (default: <repo>/target/debug/deps, where the workspace's test build
+leaves them). A missing library fails the test that
 needs it; nothing is skipped.
 """
 
@@ -15,7 +16,7 @@ import stat
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-LIB_DIR = pathlib.Path(os.environ.get("GUARDHOST_LIB_DIR", REPO / "target" / "debug"))
+LIB_DIR = pathlib.Path(os.environ.get("GUARDHOST_LIB_DIR", REPO / "target" / "debug" / "deps"))
 
 
 def library(name: str) -> pathlib.Path:

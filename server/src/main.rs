@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use guardhost::{install, LoadedConfig, Reloader};
+use guardhost::{install, LoadedConfig, ReloadPolicy, Reloader};
 use guardhost_server::options::{DEFAULT_DECISION_TIMEOUT_MS, DEFAULT_LISTEN};
 use guardhost_server::{Listen, Metrics, Options, Server, Service, Source};
 
@@ -171,7 +171,10 @@ fn run(args: Args) -> Result<(), String> {
     let mut warning = None;
     let source = match (&args.config, args.watch) {
         (Some(path), true) => {
-            let reloader = Arc::new(Reloader::open(path).map_err(|e| e.to_string())?);
+            // Under --require-guardrail a reload may not weaken the
+            // guardrail either; without, it is reported (/readyz, metrics).
+            let policy = if require { ReloadPolicy::Refuse } else { ReloadPolicy::Report };
+            let reloader = Arc::new(Reloader::open_with(path, policy).map_err(|e| e.to_string())?);
             if reloader.current().is_none() {
                 // Loaded again to say why (a reload never takes a guardrail away).
                 let config = LoadedConfig::from_path(path).map_err(|e| e.to_string())?;

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use guardhost::ReloadStatus;
+
 /// The most label sets of `guardhost_decisions_total`.
 pub const MAX_SERIES: usize = 1000;
 
@@ -154,9 +156,9 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition, with the counters kept elsewhere
-    /// given: provider-process `restarts`, and the current decision log's
-    /// `dropped` entries.
-    pub fn render(&self, restarts: u64, dropped: u64) -> String {
+    /// given: provider-process `restarts`, the current decision log's
+    /// `dropped` entries, and (under `--watch`) how reloads have gone.
+    pub fn render(&self, restarts: u64, dropped: u64, reloads: Option<&ReloadStatus>) -> String {
         let mut out = String::with_capacity(4096);
         let label = escape;
         header(
@@ -250,6 +252,36 @@ impl Metrics {
                 label(&route)
             );
         }
+        if let Some(reloads) = reloads {
+            header(
+                &mut out,
+                "guardhost_reloads_total",
+                "counter",
+                "Config reloads by result: applied (a new guardrail swapped in), weakening (applied, and \
+                 weaker than the one before), refused (it would remove or weaken the guardrail), failed.",
+            );
+            for (result, n) in [
+                ("applied", reloads.applied),
+                ("weakening", reloads.weakening),
+                ("refused", reloads.refused),
+                ("failed", reloads.failed),
+            ] {
+                let _ = writeln!(out, "guardhost_reloads_total{{result=\"{result}\"}} {n}");
+            }
+            header(
+                &mut out,
+                "guardhost_config_info",
+                "gauge",
+                "The running config: its digest, and whether its guardrail is weaker than the one the server \
+                 started with.",
+            );
+            let _ = writeln!(
+                out,
+                "guardhost_config_info{{digest=\"{}\",weakened=\"{}\"}} 1",
+                label(&reloads.config_digest),
+                !reloads.weakened.is_empty()
+            );
+        }
         out
     }
 }
@@ -302,7 +334,7 @@ mod tests {
             ..call("deny", "oap.evaluator_error")
         });
         metrics.answered("/v1/decide", 200);
-        let text = metrics.render(3, 7);
+        let text = metrics.render(3, 7, None);
         assert!(text.contains("guardhost_decisions_total{provider=\"allowlist\",outcome=\"allow\",code=\"oap.allowed\"} 2\n"), "{text}");
         assert!(text.contains("code=\"say \\\"no\\\"\\n\\\\\"} 1\n"), "{text}");
         assert!(text.contains("guardhost_provider_errors_total{provider=\"allowlist\"} 2\n"), "{text}");
@@ -332,7 +364,7 @@ mod tests {
         for i in 0..MAX_SERIES + 50 {
             metrics.decided(call("deny", &format!("code-{i}")));
         }
-        let text = metrics.render(0, 0);
+        let text = metrics.render(0, 0, None);
         let series = text.lines().filter(|l| l.starts_with("guardhost_decisions_total{")).count();
         assert_eq!(series, MAX_SERIES + 1);
         assert!(text.contains("code=\"other\"} 50\n"), "{}", &text[..400]);

@@ -207,7 +207,11 @@ impl Service {
                     .and_then(|guardrail| guardrail.middleware.decision_log().map(|log| log.dropped()))
                     .unwrap_or(0);
                 let mut reply = Response::new(Full::new(Bytes::from(
-                    self.metrics.render(guardhost_isolation::restarts(), dropped),
+                    self.metrics.render(
+                        guardhost_isolation::restarts(),
+                        dropped,
+                        self.source.reload_status().as_ref(),
+                    ),
                 )));
                 reply
                     .headers_mut()
@@ -270,6 +274,14 @@ impl Service {
         } else {
             (StatusCode::OK, serde_json::json!({"status": "ready", "provider": provider}))
         };
+        let mut body = body;
+        // Under --watch: the running config's digest, and how the guardrail
+        // is weaker than the one the server started with (a reload without
+        // --require-guardrail may weaken it; empty when it did not).
+        if let (Some(status), Some(fields)) = (self.source.reload_status(), body.as_object_mut()) {
+            fields.insert("config_digest".into(), status.config_digest.into());
+            fields.insert("weakened".into(), status.weakened.into());
+        }
         json(status, body.to_string().into_bytes())
     }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use guardhost::{Guardrail, Reloader};
+use guardhost::{Guardrail, ReloadStatus, Reloader};
 
 /// The guardrail requests are decided by.
 #[derive(Debug, Clone)]
@@ -22,6 +22,14 @@ impl Source {
         match self {
             Source::Fixed(guardrail) => guardrail.clone(),
             Source::Reloading(reloader) => reloader.current(),
+        }
+    }
+
+    /// How reloads have gone (`None` for a fixed guardrail).
+    pub fn reload_status(&self) -> Option<ReloadStatus> {
+        match self {
+            Source::Fixed(_) => None,
+            Source::Reloading(reloader) => Some(reloader.status()),
         }
     }
 

@@ -12,4 +12,5 @@ mod chains;
 mod loading;
 mod middleware;
 mod outcomes;
+mod reload_weakening;
 mod timeout;

@@ -12,6 +12,8 @@ mod http;
 #[cfg(unix)]
 mod outcomes;
 #[cfg(unix)]
+mod reload_weakening;
+#[cfg(unix)]
 mod replicas;
 #[cfg(unix)]
 mod stalls;
