@@ -310,8 +310,8 @@ fn build(path: &Path) -> Result<Built, ReloadError> {
 
 impl Reloader {
     /// Builds the guardrail of the config file at `path`; an error here
-    /// means there is nothing to serve with.
-    /// A reload that weakens the guardrail is installed and reported
+    /// means there is nothing to serve with. A reload that weakens the
+    /// guardrail is installed and reported
     /// ([`ReloadPolicy::Report`]); see [`Reloader::open_with`].
     pub fn open(path: &Path) -> Result<Reloader, ReloadError> {
         Reloader::open_with(path, ReloadPolicy::Report)
