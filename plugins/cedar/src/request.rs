@@ -213,7 +213,7 @@ fn derived(
         RestrictedExpression::new_set(items.into_iter().map(RestrictedExpression::new_string))
     };
     if let (true, Some(Value::String(command))) = (names.command, args.get("command")) {
-        let summary = guardhost_oap::packs::command::summary(command);
+        let summary = guardhost_command::model::summary(command);
         if let Some(out) = shape.as_deref_mut() {
             out.push_str(" command {programs ");
             shape::strings(out, summary.programs.is_empty());
@@ -231,7 +231,7 @@ fn derived(
         pairs.extend(record.ok().map(|r| ("command".to_owned(), r)));
     }
     if let (true, Some(Value::String(url))) = (names.url, args.get("url")) {
-        let destination = guardhost_oap::packs::web::destination(url);
+        let destination = guardhost_command::url::destination(url);
         if let Some(out) = shape {
             out.push_str(" url {host s private b unknown b}");
         }

@@ -6,4 +6,3 @@ mod conformance;
 mod packs;
 mod provider;
 mod redis_state;
-mod shell_differential;

@@ -166,6 +166,12 @@ pub struct Script {
     /// Constructs whose code cannot be known before it runs and that no
     /// command holds: what each is.
     pub opaque: Vec<&'static str>,
+    /// What the exec vectors of the programs it runs hand on that cannot
+    /// be read (`awk '{system($0)}'`, `git -c` of a key not known).
+    pub doubts: Vec<crate::Finding>,
+    /// Whether the code handed to shells and the commands of exec vectors
+    /// have been added ([`crate::analysis::expand`]).
+    pub expanded: bool,
     /// Pipelines numbered so far.
     pipelines: u32,
     /// Bytes of code parsed so far.

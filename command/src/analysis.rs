@@ -10,13 +10,14 @@
 //! `*`, when it feeds or wraps an interpreter or looks like a dangerous
 //! operation; code handed to a shell or `eval` that cannot be read first.
 
-use super::shell::{self, Command, RedirectKind, Script, Unreadable, Via, Word};
-use crate::packs::{deny, Denial};
+use crate::argv;
+use crate::finding::{Code, Finding};
+use crate::grammar::{grammar, Grammar, Role};
+use crate::path;
+use crate::shell::{self, Command, RedirectKind, Script, Unreadable, Via, Word};
 
-/// Code for what cannot be known before the command runs.
-pub const UNRESOLVED: &str = "oap.command_unresolved";
-/// Code for a built-in dangerous operation.
-pub const DANGEROUS: &str = "oap.dangerous_operation";
+const UNRESOLVED: Code = Code::Unresolved;
+const DANGEROUS: Code = Code::Dangerous;
 
 /// Shells: they run code given with `-c`, on standard input or in a file.
 const SHELLS: &[&str] =
@@ -95,10 +96,13 @@ pub struct Effective<'s> {
     pub layers: Vec<&'s [Word]>,
     /// Code one of the wrappers runs as a shell command (`watch 'x'`,
     /// `su -c 'x'`, `env -S 'x'`).
-    pub code: Option<&'s Word>,
+    pub code: Option<Word>,
     /// Whether the innermost program gets arguments nobody wrote
     /// (`xargs`).
     pub extra_arguments: bool,
+    /// The variables a wrapper sets for the program it runs (`env
+    /// PATH=x ls`).
+    pub assignments: Vec<String>,
 }
 
 impl Effective<'_> {
@@ -118,11 +122,11 @@ pub fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
 }
 
-fn is_shell(name: &str) -> bool {
+pub(crate) fn is_shell(name: &str) -> bool {
     SHELLS.contains(&name)
 }
 
-fn is_interpreter(name: &str) -> bool {
+pub(crate) fn is_interpreter(name: &str) -> bool {
     is_shell(name)
         || INTERPRETERS.iter().any(|i| i.eq_ignore_ascii_case(name))
         // python3.12, perl5.36, node18 ...
@@ -138,143 +142,77 @@ pub fn is_foreign_interpreter(name: &str) -> bool {
     is_interpreter(name) && !is_shell(name)
 }
 
-fn is_downloader(name: &str) -> bool {
+pub(crate) fn is_downloader(name: &str) -> bool {
     DOWNLOADERS.contains(&name)
 }
 
-/// Unwraps the wrappers of a command's words.
+/// Whether a grammar's program runs a command or shell code it is given
+/// (a wrapper: `sudo`, `timeout`, `env -S`, `su -c`, `watch`).
+fn wraps(grammar: &Grammar) -> bool {
+    grammar.operands.iter().any(|r| matches!(r, Role::Command | Role::ShellWords))
+        || grammar
+            .spellings
+            .iter()
+            .any(|s| s.role == Role::Shell && grammar.operands.iter().all(|r| !r.runs()))
+}
+
+/// Unwraps the wrappers of a command's words, each read with its grammar
+/// ([`argv::read`]): `timeout --sig=KILL 5 nice -n5 rm` runs `rm`.
 pub fn effective(words: &[Word]) -> Effective<'_> {
-    let mut layers = vec![words];
-    let mut code = None;
-    let mut extra_arguments = false;
+    let mut out =
+        Effective { layers: vec![words], code: None, extra_arguments: false, assignments: Vec::new() };
     let mut rest = words;
     // Each round unwraps one wrapper; a command has few.
     for _ in 0..16 {
         let Some(name) = rest.first().and_then(Word::lit).map(basename) else { break };
-        let args = &rest[1..];
-        let next = match name {
-            "exec" => skip_options(args, &["-a"]),
-            "command" | "builtin" | "nohup" | "unbuffer" | "torsocks" | "proxychains" | "proxychains4"
-            | "caffeinate" => skip_options(args, &[]),
-            "time" => skip_options(args, &["-f", "--format", "-o", "--output"]),
-            "nice" => skip_options(args, &["-n", "--adjustment"]),
-            "ionice" => skip_options(args, &["-c", "--class", "-n", "--classdata", "-p", "-P", "-u"]),
-            "setsid" | "stdbuf" => skip_options(args, &["-i", "-o", "-e"]),
-            // A mask or CPU list, then the command.
-            "taskset" => skip_options(args, &[]).map(|at| at + 1),
-            "timeout" => skip_options(args, &["-s", "--signal", "-k", "--kill-after"]).map(|at| at + 1),
-            "chroot" => skip_options(args, &["--userspec", "--groups"]).map(|at| at + 1),
-            "flock" => {
-                skip_options(args, &["-w", "--timeout", "-E", "--conflict-exit-code"]).map(|at| at + 1)
-            }
-            "sudo" | "doas" | "run0" => {
-                skip_options(args, &["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-T", "-U", "-R"])
-            }
-            "busybox" | "toybox" => Some(0),
-            "env" => {
-                let mut at = 0;
-                let mut found = None;
-                while at < args.len() {
-                    let Some(w) = args[at].lit() else { break };
-                    if w == "-S" || w == "--split-string" {
-                        found = args.get(at + 1);
-                        at += 2;
-                    } else if w.starts_with("--split-string=") {
-                        found = Some(&args[at]);
-                        at += 1;
-                    } else if w == "-u" || w == "--unset" || w == "-C" || w == "--chdir" {
-                        at += 2;
-                    } else if w.starts_with('-') || w.contains('=') {
-                        // A flag, `-` (an empty environment) or `NAME=VALUE`.
-                        at += 1;
-                    } else {
-                        break;
-                    }
-                }
-                if found.is_some() {
-                    code = found;
-                }
-                Some(at)
-            }
-            "xargs" => {
-                extra_arguments = true;
-                skip_options(
-                    args,
-                    &[
-                        "-I",
-                        "-L",
-                        "-n",
-                        "-P",
-                        "-s",
-                        "-d",
-                        "-E",
-                        "-a",
-                        "-e",
-                        "--arg-file",
-                        "--delimiter",
-                        "--max-args",
-                        "--max-procs",
-                        "--max-chars",
-                        "--replace",
-                        "--eof",
-                        "--max-lines",
-                        "--process-slot-var",
-                    ],
-                )
-            }
-            "watch" => {
-                let at = skip_options(args, &["-n", "--interval", "-d", "-q"]);
-                if let Some(at) = at {
-                    // Its arguments, joined, are a shell command.
-                    code = args.get(at);
-                }
-                None
-            }
-            "su" | "runuser" => {
-                let at = args.iter().position(|w| w.lit().is_some_and(|w| w == "-c" || w == "--command"));
-                if let Some(at) = at {
-                    code = args.get(at + 1);
-                }
-                None
-            }
-            _ => None,
-        };
-        let Some(at) = next else { break };
-        if at >= args.len() {
+        let Some(grammar) = grammar(name).filter(|g| wraps(g)) else { break };
+        let reading = argv::read(grammar, &rest[1..]);
+        if name == "xargs" {
+            out.extra_arguments = true;
+        }
+        let shell_option =
+            reading.options.iter().find(|o| o.role == Role::Shell).and_then(|o| o.value.clone());
+        if let Some(code) = shell_option {
+            out.code = Some(code);
+        }
+        let words: Vec<&Word> =
+            reading.operands.iter().filter(|(_, role)| *role == Role::ShellWords).map(|(w, _)| *w).collect();
+        if !words.is_empty() {
+            // `watch` and `parallel` run their operands, joined, as shell code.
+            let texts: Option<Vec<&str>> = words.iter().map(|w| w.lit()).collect();
+            out.code = Some(match texts {
+                Some(texts) => Word::Lit(texts.join(" ")),
+                None => Word::Dyn(Default::default()),
+            });
+        }
+        let Some(mut command) = reading.command else {
             // A wrapper with nothing to run (`sudo -i` starts a shell).
-            if matches!(name, "sudo" | "doas" | "run0") {
-                layers.push(&[]);
+            if matches!(name, "sudo" | "doas" | "run0" | "su" | "runuser" | "pkexec") && out.code.is_none() {
+                out.layers.push(&[]);
             }
             break;
+        };
+        if name == "env" {
+            // `env NAME=VALUE ... command`.
+            while let Some((variable, _)) =
+                command.first().and_then(Word::lit).and_then(|w| w.split_once('='))
+            {
+                out.assignments.push(variable.to_owned());
+                command = &command[1..];
+            }
+            if command.is_empty() {
+                break;
+            }
         }
-        rest = &args[at..];
-        layers.push(rest);
+        rest = command;
+        out.layers.push(rest);
     }
-    Effective { layers, code, extra_arguments }
-}
-
-/// Where a wrapper's command starts after its options; `with_value` lists
-/// the options that take a value as the next word. `None` when an option
-/// is not literal.
-fn skip_options(args: &[Word], with_value: &[&str]) -> Option<usize> {
-    let mut at = 0;
-    while at < args.len() {
-        let w = args[at].lit()?;
-        if w == "--" {
-            return Some(at + 1);
-        }
-        if !w.starts_with('-') || w == "-" {
-            return Some(at);
-        }
-        let takes_value = with_value.contains(&w);
-        at += if takes_value { 2 } else { 1 };
-    }
-    Some(at)
+    out
 }
 
 /// Where an interpreter takes its program from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Program<'s> {
+pub(crate) enum Program<'s> {
     /// Standard input.
     Stdin,
     /// A file (or a substitution standing for one).
@@ -284,7 +222,7 @@ enum Program<'s> {
 }
 
 /// The program an interpreter runs, from its arguments.
-fn program<'s>(name: &str, args: &'s [Word]) -> Program<'s> {
+pub(crate) fn program<'s>(name: &str, args: &'s [Word]) -> Program<'s> {
     let shell = is_shell(name) || matches!(name, "source" | ".");
     if matches!(name, "source" | ".") {
         return args.first().map_or(Program::Stdin, Program::File);
@@ -311,6 +249,9 @@ fn program<'s>(name: &str, args: &'s [Word]) -> Program<'s> {
         if w == "-" || w == "--" {
             return if w == "-" {
                 Program::Stdin
+            } else if code_next {
+                // `bash -c -- 'code'`: `--` ends the options, the code follows.
+                args.get(at + 1).map_or(Program::Stdin, Program::Code)
             } else {
                 args.get(at + 1).map_or(Program::Stdin, Program::File)
             };
@@ -359,8 +300,10 @@ fn program<'s>(name: &str, args: &'s [Word]) -> Program<'s> {
 
 /// Runs the structural checks on `script` (the parsed `command`), adding
 /// the code it hands to shells as it finds it. `Err` is the first denial.
-pub fn check(script: &mut Script, mode: Mode) -> Result<(), Denial> {
-    expand(script)?;
+pub fn check(script: &mut Script, mode: Mode) -> Result<(), Finding> {
+    if !script.expanded {
+        expand(script)?;
+    }
     let downloads = holds(script, |c| effective(&c.words).name().is_some_and(is_downloader));
     let decodes =
         holds(script, |c| effective(&c.words).name().is_some_and(|n| DECODERS.contains(&n) && n != "printf"));
@@ -388,7 +331,7 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Denial> {
                 Word::Lit(name) => basename(name),
                 Word::Dyn(dynamic) => {
                     if let Mode::Listed = mode {
-                        return Err(deny(
+                        return Err(Finding::new(
                             UNRESOLVED,
                             "Command runs a program whose name is known only when it runs",
                         ));
@@ -401,10 +344,10 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Denial> {
                 if command.function.as_deref() == Some(name)
                     && (!command.stages.is_empty() || command.background)
                 {
-                    return Err(deny(DANGEROUS, "Fork bomb detected"));
+                    return Err(Finding::new(DANGEROUS, "Fork bomb detected"));
                 }
                 if let Mode::Listed = mode {
-                    return Err(deny(
+                    return Err(Finding::new(
                         UNRESOLVED,
                         format!("Command calls '{name}', a function it defines itself"),
                     ));
@@ -419,14 +362,17 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Denial> {
         } else if e.inner().is_empty() && e.layers.len() > 1 {
             // `sudo -i`: a shell reading standard input.
             if fed.downloads {
-                return Err(deny(DANGEROUS, "Download-and-execute pattern detected"));
+                return Err(Finding::new(DANGEROUS, "Download-and-execute pattern detected"));
             }
         }
         for redirect in &command.redirects {
             if redirect.kind == RedirectKind::Write {
                 if let Some(target) = redirect.target.lit() {
                     if block_device(target) {
-                        return Err(deny(DANGEROUS, "Dangerous disk operation: write to a block device"));
+                        return Err(Finding::new(
+                            DANGEROUS,
+                            "Dangerous disk operation: write to a block device",
+                        ));
                     }
                 }
             }
@@ -438,7 +384,8 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Denial> {
 /// Adds the code that commands hand to a shell (`sh -c`, `eval`, text
 /// piped into a shell, `find -exec`, `xargs`, `watch`), until none is
 /// left; a command is visited once.
-fn expand(script: &mut Script) -> Result<(), Denial> {
+pub fn expand(script: &mut Script) -> Result<(), Finding> {
+    script.expanded = true;
     let mut pipes = Pipes::default();
     let mut index = 0;
     while index < script.commands.len() {
@@ -456,11 +403,15 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
         let e = effective(&command.words);
         let mut code: Vec<String> = Vec::new();
         let mut synthetic: Vec<Vec<Word>> = Vec::new();
-        if let Some(word) = e.code {
+        let mut doubts: Vec<Finding> = Vec::new();
+        if let Some(word) = &e.code {
             match word {
                 Word::Lit(text) => code.push(text.strip_prefix("--split-string=").unwrap_or(text).to_owned()),
                 Word::Dyn(_) => {
-                    return Err(deny(UNRESOLVED, "Command runs shell code that is known only when it runs"))
+                    return Err(Finding::new(
+                        UNRESOLVED,
+                        "Command runs shell code that is known only when it runs",
+                    ))
                 }
             }
         }
@@ -470,6 +421,46 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
             let Some(name) = layer.first().and_then(Word::lit).map(basename) else { continue };
             if name == "find" {
                 synthetic.extend(find_exec(layer));
+            }
+        }
+        // The exec vectors of the program that finally runs, read with its
+        // grammar: options and operands that are shell code, programs, or
+        // code in a language whose reader finds the commands it runs.
+        if let Some(grammar) = e.name().and_then(grammar).filter(|g| !wraps(g)) {
+            let reading = argv::read(grammar, &e.inner()[1..]);
+            let values = reading
+                .options
+                .iter()
+                .filter_map(|o| o.value.as_ref().map(|v| (v, o.role)))
+                .chain(reading.operands.iter().map(|(w, r)| (*w, *r)));
+            for (value, role) in values {
+                match (role, value) {
+                    (Role::Shell, Word::Lit(text)) => code.push(text.clone()),
+                    (Role::Program, Word::Lit(text)) => {
+                        synthetic.push(text.split_whitespace().map(|w| Word::Lit(w.to_owned())).collect())
+                    }
+                    (Role::Shell | Role::Program, Word::Dyn(_)) => {
+                        return Err(Finding::new(
+                            UNRESOLVED,
+                            format!("Command hands '{}' a program known only when it runs", reading.name),
+                        ))
+                    }
+                    (
+                        Role::SedScript | Role::AwkProgram | Role::GitConfig | Role::SqliteSql,
+                        Word::Lit(text),
+                    ) => match crate::languages::commands(role, text) {
+                        Ok(found) => code.extend(found),
+                        Err(doubt) => doubts.push(doubt.within(&reading.name)),
+                    },
+                    (
+                        Role::SedScript | Role::AwkProgram | Role::GitConfig | Role::SqliteSql,
+                        Word::Dyn(_),
+                    ) => doubts.push(Finding::new(
+                        Code::RuntimeCode,
+                        format!("Command hands '{}' code known only when it runs", reading.name),
+                    )),
+                    _ => {}
+                }
             }
         }
         if e.extra_arguments && e.layers.len() > 1 {
@@ -491,7 +482,7 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
                     match arg {
                         Word::Lit(text) => joined.push(text.as_str()),
                         Word::Dyn(_) => {
-                            return Err(deny(
+                            return Err(Finding::new(
                                 UNRESOLVED,
                                 "Command runs `eval` on text that is known only when it runs",
                             ))
@@ -503,14 +494,17 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
             Some(name) if is_shell(name) => match program(name, &e.inner()[1..]) {
                 Program::Code(Word::Lit(text)) => code.push(text.clone()),
                 Program::Code(Word::Dyn(_)) => {
-                    return Err(deny(UNRESOLVED, "Command runs shell code that is known only when it runs"))
+                    return Err(Finding::new(
+                        UNRESOLVED,
+                        "Command runs shell code that is known only when it runs",
+                    ))
                 }
                 Program::Stdin => {
                     if let Some(text) = &command.stdin_text {
                         match text {
                             Word::Lit(text) => code.push(text.clone()),
                             Word::Dyn(_) => {
-                                return Err(deny(
+                                return Err(Finding::new(
                                     UNRESOLVED,
                                     "Command feeds a shell code that is known only when it runs",
                                 ))
@@ -525,6 +519,7 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
             _ => {}
         }
         let (depth, stages) = (command.depth, command.stages.clone());
+        script.doubts.extend(doubts);
         for text in code {
             script.add(&text, Some(index), Via::Code).map_err(unreadable)?;
         }
@@ -553,64 +548,57 @@ fn expand(script: &mut Script) -> Result<(), Denial> {
 }
 
 /// The denial for a command that cannot be read.
-pub fn unreadable(why: Unreadable) -> Denial {
+pub fn unreadable(why: Unreadable) -> Finding {
     match why {
-        Unreadable::TooLong => deny(
-            "oap.command_too_long",
+        Unreadable::TooLong => Finding::new(
+            Code::TooLong,
             format!("Command is longer than {} bytes, the most that is checked", shell::MAX_COMMAND_BYTES),
         ),
-        Unreadable::TooDeep => deny(
-            "oap.command_too_complex",
+        Unreadable::TooDeep => Finding::new(
+            Code::TooComplex,
             format!("Command nests deeper than {} levels, the most that is checked", shell::MAX_NESTING),
         ),
-        Unreadable::TooMuch => deny(
-            "oap.command_too_complex",
+        Unreadable::TooMuch => Finding::new(
+            Code::TooComplex,
             format!(
                 "Command runs more code than is checked ({} bytes, {} commands, the code it hands to shells included)",
                 shell::MAX_CODE_BYTES,
                 shell::MAX_COMMANDS
             ),
         ),
-        Unreadable::Syntax(_) => deny(
-            "oap.command_unparsable",
+        Unreadable::Syntax(_) => Finding::new(
+            Code::Unparsable,
             "Command is not valid shell syntax, so what it runs cannot be checked",
         ),
     }
 }
 
 /// The commands `find -exec ... ;` runs, `{}` standing for each starting
-/// path.
+/// path (read with `find`'s grammar: `find -P / -exec` starts at `/`); a
+/// `{}` in the program's place runs the found files themselves, which
+/// only the run knows.
 fn find_exec(words: &[Word]) -> Vec<Vec<Word>> {
-    let args = &words[1..];
-    let paths: Vec<&Word> = args
-        .iter()
-        .take_while(|w| w.lit().is_none_or(|w| !w.starts_with('-') && w != "(" && w != "!"))
-        .collect();
+    let Some(grammar) = grammar("find") else { return Vec::new() };
+    let reading = argv::read(grammar, &words[1..]);
+    let mut starts: Vec<Word> = reading.operands.iter().map(|(w, _)| (*w).clone()).collect();
+    if starts.is_empty() {
+        starts.push(Word::Lit(".".into()));
+    }
     let mut out = Vec::new();
-    let mut at = 0;
-    while at < args.len() {
-        if args[at].lit().is_some_and(|w| matches!(w, "-exec" | "-execdir" | "-ok" | "-okdir")) {
-            let end = args[at + 1..]
-                .iter()
-                .position(|w| w.lit().is_some_and(|w| w == ";" || w == "+"))
-                .map_or(args.len(), |e| at + 1 + e);
-            let template = &args[at + 1..end];
-            let starts: Vec<Word> = if paths.is_empty() {
-                vec![Word::Lit(".".into())]
-            } else {
-                paths.iter().map(|w| (*w).clone()).collect()
-            };
-            for start in starts.iter().take(8) {
-                out.push(
-                    template
-                        .iter()
-                        .map(|w| if w.lit() == Some("{}") { start.clone() } else { w.clone() })
-                        .collect(),
-                );
-            }
-            at = end;
+    for template in &reading.until {
+        for start in starts.iter().take(8) {
+            out.push(
+                template
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| match w.lit() {
+                        Some(t) if t.contains("{}") && i == 0 => Word::Dyn(Default::default()),
+                        Some("{}") => start.clone(),
+                        _ => w.clone(),
+                    })
+                    .collect(),
+            );
         }
-        at += 1;
     }
     out
 }
@@ -664,7 +652,7 @@ impl std::ops::BitOrAssign for Fed {
 /// commands come before the next stage's), so that what feeds a command is
 /// known in constant time per enclosing pipeline: linear in all.
 #[derive(Debug, Default)]
-struct Pipes {
+pub(crate) struct Pipes {
     /// Per pipeline: the stage being noted, what its earlier stages give,
     /// what it gives so far, and the text the earlier stages print.
     pipelines: Vec<PipeState>,
@@ -706,7 +694,7 @@ impl Pipes {
 
     /// What reaches a command at `stages`, with the text printed into its
     /// innermost pipeline and the paths `find` lists into it.
-    fn fed(&mut self, stages: &[(u32, u32)]) -> (Fed, Option<(&str, &[String])>) {
+    pub(crate) fn fed(&mut self, stages: &[(u32, u32)]) -> (Fed, Option<(&str, &[String])>) {
         let mut fed = Fed::default();
         for &(pipeline, stage) in stages {
             self.advance(pipeline, stage);
@@ -720,7 +708,13 @@ impl Pipes {
     }
 
     /// Notes what a command at `stages` gives the later stages.
-    fn note(&mut self, stages: &[(u32, u32)], gives: Fed, printed: Option<&str>, roots: &[String]) {
+    pub(crate) fn note(
+        &mut self,
+        stages: &[(u32, u32)],
+        gives: Fed,
+        printed: Option<&str>,
+        roots: &[String],
+    ) {
         for &(pipeline, stage) in stages {
             self.advance(pipeline, stage);
             let state = self.state(pipeline);
@@ -749,6 +743,11 @@ fn printed_by(words: &[Word]) -> Option<String> {
     let words: Vec<&str> =
         words?.into_iter().skip_while(|w| matches!(*w, "-n" | "-e" | "-E" | "-ne" | "-en")).collect();
     let mut text = words.join(" ");
+    // `printf` and `echo -e` decode escapes and formats (`r\x6d` prints
+    // `rm`): what they print is not the text written.
+    if text.contains(['\\', '%']) {
+        return None;
+    }
     text.push('\n');
     Some(text)
 }
@@ -771,7 +770,7 @@ fn found_by(words: &[Word]) -> Option<Vec<String>> {
 /// What a command gives the later stages of its pipelines, from what it
 /// and the commands it holds are: what it feeds, the text it prints, the
 /// paths it lists.
-fn gives(
+pub(crate) fn gives(
     command: &Command,
     downloads: bool,
     decodes: bool,
@@ -796,12 +795,12 @@ fn interpreter(
     name: &str,
     downloads: bool,
     fed: Fed,
-) -> Result<(), Denial> {
+) -> Result<(), Finding> {
     let sources = matches!(name, "source" | "." | "eval");
     if !is_interpreter(name) && !sources {
         return Ok(());
     }
-    let download_and_run = || deny(DANGEROUS, "Download-and-execute pattern detected");
+    let download_and_run = || Finding::new(DANGEROUS, "Download-and-execute pattern detected");
     // Code from a substitution or process substitution in its arguments,
     // its here-string or its redirections.
     if downloads {
@@ -810,7 +809,10 @@ fn interpreter(
     let shell_like = is_shell(name) || sources;
     match program(name, &e.inner()[1..]) {
         Program::File(Word::Dyn(d)) if d.substitutes && shell_like => {
-            return Err(deny(UNRESOLVED, format!("Command runs '{name}' on code from a substitution")));
+            return Err(Finding::new(
+                UNRESOLVED,
+                format!("Command runs '{name}' on code from a substitution"),
+            ));
         }
         Program::File(Word::Lit(path))
             if shell_like && matches!(path.as_str(), "/dev/stdin" | "/dev/fd/0") => {}
@@ -826,19 +828,19 @@ fn interpreter(
         .iter()
         .any(|r| r.kind == RedirectKind::Read && matches!(&r.target, Word::Dyn(d) if d.substitutes));
     if from_substitution {
-        return Err(deny(UNRESOLVED, format!("Command runs '{name}' on code from a substitution")));
+        return Err(Finding::new(UNRESOLVED, format!("Command runs '{name}' on code from a substitution")));
     }
     if fed.downloads {
         return Err(download_and_run());
     }
     if fed.unknown {
-        return Err(deny(
+        return Err(Finding::new(
             UNRESOLVED,
             format!("Command pipes the output of an unknown program into '{name}'"),
         ));
     }
     if fed.decodes {
-        return Err(deny(DANGEROUS, format!("Decoded data piped into an interpreter ('{name}')")));
+        return Err(Finding::new(DANGEROUS, format!("Decoded data piped into an interpreter ('{name}')")));
     }
     Ok(())
 }
@@ -851,9 +853,9 @@ fn unknown_program(
     dynamic: &shell::Dynamic,
     downloads: bool,
     cd_away: bool,
-) -> Result<(), Denial> {
+) -> Result<(), Finding> {
     let unknown = || {
-        deny(
+        Finding::new(
             UNRESOLVED,
             "Command runs a program whose name is known only when it runs, in a way that could be dangerous",
         )
@@ -889,6 +891,15 @@ fn unknown_program(
 /// `/{a,b}`), or only `..` steps; after `.`, `..` and repeated slashes are
 /// resolved as the kernel would on names.
 pub fn top_level(path: &str) -> bool {
+    let normal;
+    let path = if path.starts_with('/') {
+        // `/proc/self/root/*` is `/*`; `//`, `/./` and `..` resolved.
+        let glob = path.ends_with("/*") || path.ends_with("/.*");
+        normal = format!("{}{}", path::normalize(path, None).path, if glob { "/*" } else { "" });
+        normal.as_str()
+    } else {
+        path
+    };
     let rooted = path.starts_with('/');
     let path = path.trim_end_matches("/*").trim_end_matches("/.*");
     if path.is_empty() {
@@ -922,7 +933,8 @@ pub fn top_level(path: &str) -> bool {
 /// Whether `path` names a disk (`/dev/sda`, `/dev/nvme0n1`, `/dev/mmcblk0`
 /// and their partitions, device-mapper and RAID devices).
 pub fn block_device(path: &str) -> bool {
-    let Some(device) = path.strip_prefix("/dev/") else { return false };
+    let normal = path::normalize(path, None).path;
+    let Some(device) = normal.strip_prefix("/dev/") else { return false };
     const DISKS: &[&str] = &[
         "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk", "rdisk", "md", "dm-", "mapper/", "nbd", "zd",
         "rbd", "bcache",
@@ -936,23 +948,24 @@ pub fn block_device(path: &str) -> bool {
 /// creation; recursive or root-wide world-writable modes and recursive
 /// owner changes of top-level directories. `cd_away` says the command
 /// changes to a directory that is top-level or unknown.
-pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Denial> {
+pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Finding> {
     let name = basename(words.first()?.lit()?);
     let args = &words[1..];
     let lits = || args.iter().filter_map(Word::lit);
     let (flags, operands) = split_flags(args);
     match name {
         "rm" => {
-            let recursive = flags.iter().any(|f| short(f, 'r') || short(f, 'R') || *f == "--recursive")
-                || flags.contains(&"--no-preserve-root");
-            if !recursive {
+            // Read as `rm` reads its options: `--recur`, `--r`, `-Rf`.
+            let reading = argv::read(grammar("rm")?, args);
+            let no_preserve_root = reading.has("no-preserve-root");
+            if !reading.has("recursive") && !no_preserve_root {
                 return None;
             }
-            let destructive = || deny(DANGEROUS, "Destructive file operation: rm -rf / or rm -rf /*");
-            if flags.contains(&"--no-preserve-root") {
+            let destructive = || Finding::new(DANGEROUS, "Destructive file operation: rm -rf / or rm -rf /*");
+            if no_preserve_root {
                 return Some(destructive());
             }
-            for operand in &operands {
+            for (operand, _) in &reading.operands {
                 match operand {
                     Word::Lit(target) => {
                         if top_level(target) || cd_away && relative_everything(target) {
@@ -963,7 +976,10 @@ pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Denial> {
                         return Some(if top_level(&d.without) && !d.without.is_empty() {
                             destructive()
                         } else {
-                            deny(UNRESOLVED, "Recursive deletion of a path that is known only when it runs")
+                            Finding::new(
+                                UNRESOLVED,
+                                "Recursive deletion of a path that is known only when it runs",
+                            )
                         })
                     }
                 }
@@ -975,29 +991,32 @@ pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Denial> {
             if !deletes {
                 return None;
             }
-            let starts: Vec<&Word> = args
-                .iter()
-                .take_while(|w| w.lit().is_none_or(|w| !w.starts_with('-') && w != "(" && w != "!"))
-                .collect();
+            // The starting paths, after `-P`, `-L`, `-H` and `-D`.
+            let reading = argv::read(grammar("find")?, args);
+            let starts: Vec<&Word> = reading.operands.iter().map(|(w, _)| *w).collect();
             let root = starts.iter().any(|w| match w {
                 Word::Lit(p) => top_level(p) || cd_away && relative_everything(p),
                 Word::Dyn(_) => true,
             }) || (starts.is_empty() && cd_away);
             root.then(|| {
-                deny(DANGEROUS, "Destructive file operation: find -delete on / or a top-level directory")
+                Finding::new(
+                    DANGEROUS,
+                    "Destructive file operation: find -delete on / or a top-level directory",
+                )
             })
         }
         "dd" => {
             let reads_device = lits().any(|w| w.starts_with("if=/dev/"));
             let writes_disk = lits().any(|w| w.strip_prefix("of=").is_some_and(block_device))
                 || args.iter().any(|w| matches!(w, Word::Dyn(d) if d.without.starts_with("of=")));
-            (reads_device || writes_disk).then(|| deny(DANGEROUS, "Dangerous disk operation: dd if=/dev/"))
+            (reads_device || writes_disk)
+                .then(|| Finding::new(DANGEROUS, "Dangerous disk operation: dd if=/dev/"))
         }
         n if n.starts_with("mkfs")
             || n == "mke2fs"
             || n == "mkswap" && operands.iter().any(|w| w.lit().is_some_and(block_device)) =>
         {
-            Some(deny(DANGEROUS, "Filesystem creation: mkfs"))
+            Some(Finding::new(DANGEROUS, "Filesystem creation: mkfs"))
         }
         "shred" | "wipefs" | "blkdiscard" | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "sgdisk" | "gdisk"
         | "tee" | "cp" | "mv" | "cat" | "badblocks" | "hdparm" | "pv" => {
@@ -1011,7 +1030,7 @@ pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Denial> {
             write_target
                 .iter()
                 .any(|w| w.lit().is_some_and(block_device))
-                .then(|| deny(DANGEROUS, "Dangerous disk operation: write to a block device"))
+                .then(|| Finding::new(DANGEROUS, "Dangerous disk operation: write to a block device"))
         }
         "chmod" | "chown" | "chgrp" => {
             let recursive = flags.iter().any(|f| short(f, 'R') || *f == "--recursive");
@@ -1029,10 +1048,10 @@ pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Denial> {
                 Word::Dyn(d) => top_level(&d.without),
             });
             if world_writable && (recursive || top) {
-                return Some(deny(DANGEROUS, "Recursive world-writable permissions (chmod -R 777)"));
+                return Some(Finding::new(DANGEROUS, "Recursive world-writable permissions (chmod -R 777)"));
             }
             (recursive && top)
-                .then(|| deny(DANGEROUS, format!("Recursive {name} of / or a top-level directory")))
+                .then(|| Finding::new(DANGEROUS, format!("Recursive {name} of / or a top-level directory")))
         }
         _ => None,
     }

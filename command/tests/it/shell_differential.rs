@@ -13,7 +13,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use guardhost_oap::packs::command::shell;
+use guardhost_command::shell;
 
 /// A small deterministic generator (xorshift64*), so a failure can be
 /// replayed from its seed.

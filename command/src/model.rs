@@ -1,0 +1,578 @@
+//! The facts a policy needs about a command: every program it runs (each
+//! simple command, each program a wrapper or an exec vector runs, the code
+//! handed to shells), each read with its grammar; the environment changes
+//! that affect what runs; code made at run time handed to an interpreter;
+//! what could not be known. [`Model::read`] gives them; [`summary`] is the
+//! short form the Cedar provider's `context.command` carries.
+//!
+//! Also here, for the OAP provider's command pack: APort's text checks
+//! ([`injection`], [`dangerous_operation`] on the [`normalize`]d text).
+
+use crate::analysis::{self, basename, effective, is_interpreter};
+use crate::argv;
+use crate::finding::{Code, Finding};
+use crate::grammar::{grammar, Role};
+use crate::path;
+use crate::shell::{self, RedirectKind, Script, Via, Word};
+
+/// The commands that make a `$(...)` an injection (APort's list).
+const DANGEROUS_IN_SUBSTITUTION: &[&str] =
+    &["rm", "dd", "mkfs", "curl", "wget", "chmod", "chown", "sudo", "kill", "nc", "netcat"];
+
+/// APort's `validate_command_string`: whether the command holds a backtick,
+/// a `$(` running a dangerous command, or a control character. Linear: a
+/// `$(` looks up to the next `)` or newline, so every `$(` between two of
+/// those sees the same text, and the first one sees the most.
+pub fn injection(command: &str) -> bool {
+    if command.contains('`') {
+        return true;
+    }
+    if command.bytes().any(|b| matches!(b, 0x00..=0x08 | 0x0e..=0x1f)) {
+        return true;
+    }
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    for segment in command.split([')', '\n']) {
+        let Some(open) = segment.find("$(") else { continue };
+        // The text after the first `$(` of the segment, up to its end, in
+        // maximal runs of word characters: whole words (the character
+        // before each is `(` or not a word character).
+        let inside = &segment[open + 2..];
+        if inside.split(|c: char| !word(c)).any(|run| DANGEROUS_IN_SUBSTITUTION.contains(&run)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Interpreters a download must not be piped into.
+const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "python", "python3", "perl", "ruby", "node"];
+
+/// Whether a command, or a program a wrapper of it runs, has a name known
+/// only when it runs.
+pub fn unknown_name(command: &crate::shell::Command) -> bool {
+    analysis::effective(&command.words)
+        .layers
+        .iter()
+        .any(|layer| matches!(layer.first(), Some(crate::shell::Word::Dyn(_))))
+}
+
+/// What a command runs, as this pack reads it, for another provider's
+/// policies (the Cedar provider's `context.command`): decided on the
+/// structure, never on the text, and unknowns said, not guessed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Every program it runs as written (`/usr/bin/rm`): each simple
+    /// command, each program a wrapper runs (`env`, `timeout`, `sudo`
+    /// ...), the code it hands to shells, `eval`, `find -exec` and
+    /// `xargs`; sorted, once each.
+    pub programs: Vec<String>,
+    /// Their basenames (`rm`), sorted, once each.
+    pub names: Vec<String>,
+    /// Whether something it runs is known only when it runs: a program
+    /// name or shell code from a variable or a substitution, a function it
+    /// defines itself, a variable that changes what runs (`PATH=...`,
+    /// `LD_PRELOAD=...`), or a command that cannot be read at all (too
+    /// long, too deep, not valid syntax).
+    pub unknown: bool,
+    /// Whether it holds one of the built-in dangerous operations
+    /// (`oap.dangerous_operation`, `oap.command_injection_detected`:
+    /// `rm -rf /`, download-and-run, disk writes, fork bombs ...).
+    pub dangerous: bool,
+    /// Whether it writes to a file outside the working directory (anything
+    /// but `/dev/null`, a descriptor or a relative path without `..`).
+    pub writes_outside: bool,
+}
+
+/// Reads `command` as [`check`] does, without a passport's limits.
+pub fn summary(command: &str) -> Summary {
+    let mut summary = Summary { dangerous: injection(command), ..Summary::default() };
+    let Ok(mut script) = crate::shell::parse(command.trim()) else {
+        summary.unknown = true;
+        return summary;
+    };
+    for written in script.commands.iter().filter(|c| c.via == crate::shell::Via::Direct) {
+        if writes_outside(written) {
+            summary.writes_outside = true;
+        }
+    }
+    match analysis::check(&mut script, analysis::Mode::Any) {
+        Ok(()) => {}
+        Err(finding) if finding.code == Code::Dangerous => summary.dangerous = true,
+        Err(_) => summary.unknown = true,
+    }
+    if foreign_code(&script).is_some() {
+        summary.dangerous = true;
+    }
+    for command in &script.commands {
+        if unsafe_assignment(command) {
+            summary.unknown = true;
+        }
+        for layer in &analysis::effective(&command.words).layers {
+            match layer.first() {
+                Some(crate::shell::Word::Lit(program)) => {
+                    if script.functions.iter().any(|f| f.name == *program) {
+                        summary.unknown = true;
+                    }
+                    summary.programs.push(program.clone());
+                    summary.names.push(basename(program).to_owned());
+                }
+                Some(crate::shell::Word::Dyn(_)) => summary.unknown = true,
+                None => {}
+            }
+        }
+    }
+    for list in [&mut summary.programs, &mut summary.names] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    summary
+}
+
+/// Whether a command assigns one of the [`UNSAFE_VARIABLES`] (or `LD_*`,
+/// `BASH_FUNC_*`) for the program it runs.
+pub fn unsafe_assignment(command: &crate::shell::Command) -> bool {
+    !command.words.is_empty()
+        && command.assignments.iter().any(|a| {
+            UNSAFE_VARIABLES.contains(&a.as_str()) || a.starts_with("LD_") || a.starts_with("BASH_FUNC_")
+        })
+}
+
+/// Variables that change what a command runs or how a shell starts:
+/// assigning one before an allowed command is not allowed.
+pub const UNSAFE_VARIABLES: &[&str] = &[
+    "PATH",
+    "IFS",
+    "ENV",
+    "BASH_ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PROMPT_COMMAND",
+    "PS4",
+    "GCONV_PATH",
+    "NODE_OPTIONS",
+    "PERL5OPT",
+    "PERL5LIB",
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "RUBYOPT",
+    "GIT_SSH_COMMAND",
+    "GIT_EXEC_PATH",
+    "EDITOR",
+    "PAGER",
+    "BROWSER",
+];
+
+/// Code in another language handed to an interpreter (`python3 -c`,
+/// `perl -e`, `node -e`): searched as text for the shell's dangerous
+/// operations, since it can run them (`os.system('rm -rf /')`).
+pub fn foreign_code(script: &crate::shell::Script) -> Option<&'static str> {
+    script.commands.iter().find_map(|command| {
+        let effective = analysis::effective(&command.words);
+        let inner = effective.inner();
+        inner.iter().skip(1).filter_map(crate::shell::Word::lit).find_map(|text| {
+            let name = effective.name()?;
+            (analysis::is_foreign_interpreter(name) && text.len() > 2)
+                .then(|| dangerous_operation(&normalize(text)))?
+        })
+    })
+}
+
+/// A command as a shell runs it, for pattern checks: quotes and escapes
+/// removed, white space collapsed, lower case (`su\do  "rm"` → `sudo rm`).
+pub fn normalize(command: &str) -> String {
+    let mut out = String::with_capacity(command.len());
+    let mut space = false;
+    for c in command.chars().filter(|c| !matches!(c, '\\' | '"' | '\'')) {
+        if c.is_whitespace() {
+            space = !out.is_empty();
+        } else {
+            if space {
+                out.push(' ');
+                space = false;
+            }
+            if c.is_ascii() {
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
+        }
+    }
+    out
+}
+
+/// The built-in dangerous operations, whatever the passport says; looked
+/// for in the normalised command ([`normalize`]).
+pub fn dangerous_operation(text: &str) -> Option<&'static str> {
+    // Each look is skipped when the text lacks what it needs (removing
+    // white space adds no `:` or `=`), which spares the allocations for
+    // most commands.
+    if text.contains(':') || text.contains('=') {
+        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if compact.contains(":(){:|:&};:") {
+            return Some("Fork bomb detected");
+        }
+        if compact.contains("ddif=/dev/") {
+            return Some("Dangerous disk operation: dd if=/dev/");
+        }
+    }
+    let separators = |c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')');
+    if text.contains("mkfs") && text.split(separators).any(|w| basename(w).starts_with("mkfs")) {
+        return Some("Filesystem creation: mkfs");
+    }
+    let words: Vec<&str> = if text.contains("rm") {
+        text.split(separators).filter(|w| !w.is_empty()).collect()
+    } else {
+        Vec::new()
+    };
+    for (i, word) in words.iter().enumerate() {
+        if basename(word) != "rm" {
+            continue;
+        }
+        let rest = &words[i + 1..];
+        let flags: String = rest.iter().take_while(|w| w.starts_with('-')).copied().collect();
+        let recursive = flags.contains('r') || flags.contains("--recursive");
+        let force = flags.contains('f') || flags.contains("--force");
+        let root = rest.iter().any(|w| {
+            matches!(
+                *w,
+                "/" | "/*" | "/." | "//" | "~" | "~/" | "~/*" | "$home" | "${home}" | "--no-preserve-root"
+            )
+        });
+        if recursive && force && root {
+            return Some("Destructive file operation: rm -rf / or rm -rf /*");
+        }
+    }
+    // A download piped into an interpreter, at any later stage of the pipe.
+    if !text.contains("curl") && !text.contains("wget") {
+        return None;
+    }
+    let stages: Vec<&str> = text.split('|').collect();
+    for (i, stage) in stages.iter().enumerate() {
+        if !stage.split_whitespace().any(|w| matches!(basename(w), "curl" | "wget")) {
+            continue;
+        }
+        for later in &stages[i + 1..] {
+            let program =
+                later.split_whitespace().find(|w| *w != "sudo" && !w.starts_with('-') && !w.contains('='));
+            if program.map(basename).is_some_and(|p| SHELLS.contains(&p)) {
+                return Some("Download-and-execute pattern detected");
+            }
+        }
+    }
+    None
+}
+
+/// Whether a command writes, by a redirection, to a file outside the
+/// working directory: anything but `/dev/null`, `/dev/stdout`,
+/// `/dev/stderr`, a descriptor, or a relative path that stays inside
+/// once normalised.
+pub fn writes_outside(command: &shell::Command) -> bool {
+    command.redirects.iter().any(|redirect| {
+        redirect.kind == RedirectKind::Write
+            && !redirect.target.lit().is_some_and(|t| {
+                let normal = path::normalize(t, None);
+                matches!(normal.path.as_str(), "/dev/null" | "/dev/stdout" | "/dev/stderr")
+                    || (!t.starts_with('/') && !t.starts_with('~') && !normal.escapes)
+            })
+    })
+}
+
+/// One program a command runs.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Its words: the program as written, then its arguments.
+    pub words: Vec<Word>,
+    /// Which simple command of [`Model::script`] it belongs to.
+    pub command: usize,
+    /// The wrapper it runs under (`0`: the command itself, `1`: what the
+    /// first wrapper runs ...).
+    pub layer: usize,
+    /// The program and subcommands, as read (`git status`); empty when
+    /// the program's name is known only when it runs.
+    pub name: String,
+    /// Whether the guard has its grammar.
+    pub known: bool,
+    /// What its grammar does not know in its arguments (options,
+    /// subcommands); empty when all was read.
+    pub unknown: Vec<String>,
+    /// Whether it runs the project's own code by design (`make`, `npm`).
+    pub runs_project_code: bool,
+    /// How its code reached the script.
+    pub via: Via,
+}
+
+impl Run {
+    /// The program's basename, when known (`rm` for `/bin/rm`).
+    pub fn program(&self) -> Option<&str> {
+        self.words.first().and_then(Word::lit).map(basename)
+    }
+}
+
+/// What a command runs and does, for a policy to judge.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The script, with the code handed to shells and exec vectors added.
+    pub script: Script,
+    /// Every program it runs, in order.
+    pub runs: Vec<Run>,
+    /// Variables it changes that affect what runs (`PATH`, `LD_PRELOAD`
+    /// ...), however set: before a command, as a statement, `export`,
+    /// `declare -x`, `env NAME=...`.
+    pub environment: Vec<String>,
+    /// Code made at run time handed to an interpreter, and the exec
+    /// vectors whose code cannot be read: what each is.
+    pub runtime_code: Vec<Finding>,
+    /// What the exec vectors' readers could not verify.
+    pub doubts: Vec<Finding>,
+}
+
+/// Builtins that set variables from their `NAME=VALUE` arguments.
+const SETTERS: &[&str] = &["export", "declare", "typeset", "readonly", "local"];
+
+/// Whether changing `variable` changes what runs or how a program starts.
+pub fn affects_what_runs(variable: &str) -> bool {
+    UNSAFE_VARIABLES.contains(&variable)
+        || variable.starts_with("LD_")
+        || variable.starts_with("DYLD_")
+        || variable.starts_with("BASH_FUNC_")
+        || matches!(
+            variable,
+            "GIT_SSH"
+                | "GIT_PAGER"
+                | "GIT_EDITOR"
+                | "GIT_ASKPASS"
+                | "GIT_EXTERNAL_DIFF"
+                | "GIT_PROXY_COMMAND"
+                | "GIT_CONFIG"
+                | "GIT_CONFIG_GLOBAL"
+                | "GIT_CONFIG_SYSTEM"
+                | "GIT_CONFIG_COUNT"
+                | "GIT_TEMPLATE_DIR"
+                | "SSH_ASKPASS"
+                | "SUDO_ASKPASS"
+                | "VISUAL"
+                | "MANPAGER"
+                | "LESSOPEN"
+                | "LESSCLOSE"
+                | "PYTHONHOME"
+                | "PYTHONINSPECT"
+                | "RUBYLIB"
+                | "NODE_PATH"
+                | "JAVA_TOOL_OPTIONS"
+                | "_JAVA_OPTIONS"
+                | "CDPATH"
+                | "HOME"
+        )
+        || (variable.starts_with("GIT_CONFIG_KEY_") || variable.starts_with("GIT_CONFIG_VALUE_"))
+}
+
+impl Model {
+    /// Reads `command`: the script as `bash` reads it, the code its
+    /// programs hand on added, every program read with its grammar.
+    /// `Err` when it cannot be read at all (too long, too deep, not
+    /// shell syntax) or hands on code known only when it runs.
+    pub fn read(command: &str) -> Result<Model, Finding> {
+        let mut script = shell::parse(command).map_err(analysis::unreadable)?;
+        analysis::expand(&mut script)?;
+        let mut model = Model {
+            runs: Vec::new(),
+            environment: Vec::new(),
+            runtime_code: Vec::new(),
+            doubts: Vec::new(),
+            script: Script::default(),
+        };
+        // An exec vector's code made at run time is code made at run time.
+        for doubt in std::mem::take(&mut script.doubts) {
+            if doubt.code == Code::RuntimeCode {
+                model.runtime_code.push(doubt);
+            } else {
+                model.doubts.push(doubt);
+            }
+        }
+        let mut written: Vec<String> = Vec::new();
+        let mut pipes = analysis::Pipes::default();
+        for (index, command) in script.commands.iter().enumerate() {
+            let (fed, _) = pipes.fed(&command.stages);
+            let (given, printed, roots) = analysis::gives(command, false, false, false);
+            pipes.note(&command.stages, given, printed.as_deref(), &roots);
+            for variable in &command.assignments {
+                if affects_what_runs(variable) {
+                    model.environment.push(variable.clone());
+                }
+            }
+            let e = effective(&command.words);
+            model.environment.extend(e.assignments.iter().filter(|v| affects_what_runs(v)).cloned());
+            for (layer, words) in e.layers.iter().enumerate() {
+                let Some(first) = words.first() else { continue };
+                let name = first.lit().map(basename).unwrap_or_default();
+                let grammar = (!name.is_empty()).then(|| grammar(name)).flatten();
+                let reading = grammar.map(|g| argv::read(g, &words[1..]));
+                if SETTERS.contains(&name) {
+                    for word in &words[1..] {
+                        let variable = word.lit().and_then(|w| w.split_once('=')).map(|(v, _)| v);
+                        if let Some(variable) = variable.filter(|v| affects_what_runs(v)) {
+                            model.environment.push(variable.to_owned());
+                        }
+                    }
+                }
+                if let Some(reading) = &reading {
+                    for (value, role) in reading
+                        .options
+                        .iter()
+                        .filter_map(|o| o.value.as_ref().map(|v| (v, o.role)))
+                        .chain(reading.operands.iter().map(|(w, r)| (*w, *r)))
+                    {
+                        if let (Role::Write, Word::Lit(path)) = (role, value) {
+                            written.push(path::normalize(path, None).path);
+                        }
+                    }
+                }
+                model.runs.push(Run {
+                    words: words.to_vec(),
+                    command: index,
+                    layer,
+                    name: reading.as_ref().map_or_else(|| name.to_owned(), |r| r.name.clone()),
+                    known: grammar.is_some(),
+                    unknown: reading.as_ref().map(|r| r.unknown.clone()).unwrap_or_default(),
+                    runs_project_code: grammar.is_some_and(|g| g.runs_project_code),
+                    via: command.via,
+                });
+            }
+            for redirect in &command.redirects {
+                if let Some(target) = redirect.target.lit() {
+                    if redirect.kind == RedirectKind::Write {
+                        written.push(path::normalize(target, None).path);
+                    }
+                    if path::is_network(target) && e.name().is_some_and(is_interpreter) {
+                        model.runtime_code.push(Finding::new(
+                            Code::RuntimeCode,
+                            "Command connects an interpreter to the network (/dev/tcp, /dev/udp)",
+                        ));
+                    }
+                }
+            }
+            if let Some(finding) = runtime_code(&script, index, &e, &written, fed.unwritten) {
+                model.runtime_code.push(finding);
+            }
+        }
+        model.script = script;
+        Ok(model)
+    }
+}
+
+/// Whether the interpreter command `index` runs takes its program from
+/// something known only at run time: a pipe from anything but `echo` or
+/// `printf` of known text, a descriptor (`/dev/stdin`, `/proc/self/fd/0`),
+/// the network, a process substitution, or a file written earlier in the
+/// script.
+fn runtime_code(
+    script: &Script,
+    index: usize,
+    e: &analysis::Effective<'_>,
+    written: &[String],
+    unwritten_input: bool,
+) -> Option<Finding> {
+    let command = &script.commands[index];
+    let name = e.name()?;
+    let sources = matches!(name, "source" | ".");
+    if !is_interpreter(name) && !sources {
+        return None;
+    }
+    let finding =
+        |what: &str| Some(Finding::new(Code::RuntimeCode, format!("Command runs '{name}' on {what}")));
+    match analysis::program(name, &e.inner()[1..]) {
+        analysis::Program::File(Word::Lit(file)) => {
+            let normal = path::normalize(file, None);
+            if normal.descriptor {
+                return finding("a descriptor's content (code made at run time)");
+            }
+            if path::is_network(file) {
+                return finding("code from the network");
+            }
+            if written.iter().any(|w| *w == normal.path) {
+                return finding("a file the same command writes");
+            }
+            None
+        }
+        analysis::Program::File(Word::Dyn(d)) if d.substitutes => finding("code from a substitution"),
+        analysis::Program::Stdin if command.stdin_text.is_none() => {
+            let redirected = command.redirects.iter().find(|r| r.kind == RedirectKind::Read);
+            if let Some(redirect) = redirected {
+                return match redirect.target.lit() {
+                    Some(file) if path::is_network(file) => finding("code from the network"),
+                    Some(file) if written.iter().any(|w| *w == path::normalize(file, None).path) => {
+                        finding("a file the same command writes")
+                    }
+                    Some(_) => None,
+                    None => finding("code from a file known only when it runs"),
+                };
+            }
+            if unwritten_input {
+                return finding("its input, which another program makes at run time");
+            }
+            if command.via == Via::Code {
+                // A program an exec vector runs reading its input: a shell
+                // on a network connection (`nc -e /bin/sh`).
+                let parent = command.parent.map(|p| effective(&script.commands[p].words));
+                if parent.and_then(|p| p.name().map(analysis::is_downloader)).unwrap_or(false) {
+                    return finding("a network connection");
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_lists_what_runs_and_says_what_is_not_known() {
+        let s = summary("curl -s x | env FOO=1 /usr/bin/timeout 5 sh -c 'rm a; $X b' > /tmp/o");
+        assert_eq!(s.programs, ["/usr/bin/timeout", "curl", "env", "rm", "sh"]);
+        assert_eq!(s.names, ["curl", "env", "rm", "sh", "timeout"]);
+        assert!(s.unknown && s.writes_outside, "{s:?}");
+        assert_eq!(
+            summary("ls -la"),
+            Summary { programs: vec!["ls".into()], names: vec!["ls".into()], ..Summary::default() }
+        );
+        assert!(summary("rm -rf /").dangerous);
+        assert!(summary("echo `id`").dangerous, "an injection");
+        let unreadable = summary("if then (");
+        assert!(unreadable.unknown && unreadable.programs.is_empty());
+        assert!(summary("LD_PRELOAD=x.so ls").unknown);
+        assert!(summary("g() { ls; }; g").unknown);
+    }
+
+    /// The injection scan finds what APort's per-`$(` look finds, in one
+    /// pass.
+    #[test]
+    fn the_linear_injection_scan_agrees_with_the_per_substitution_look() {
+        fn reference(command: &str) -> bool {
+            let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            command.match_indices("$(").any(|(at, _)| {
+                let rest = &command[at + 2..];
+                let inside = &rest[..rest.find([')', '\n']).unwrap_or(rest.len())];
+                DANGEROUS_IN_SUBSTITUTION.iter().any(|name| {
+                    inside.match_indices(name).any(|(i, m)| {
+                        let before = if i == 0 { Some('(') } else { inside[..i].chars().next_back() };
+                        !word(before) && !word(inside[i + m.len()..].chars().next())
+                    })
+                })
+            })
+        }
+        let parts = ["$(", ")", "\n", "rm", "xrm", "rm_", " ", "é", "—", "curl", "(", "a", "$", "kill"];
+        // Every sequence of up to four parts.
+        let mut stack = vec![(String::new(), 0)];
+        while let Some((text, count)) = stack.pop() {
+            assert_eq!(injection(&text), reference(&text), "{text:?}");
+            if count < 4 {
+                for part in parts {
+                    stack.push((format!("{text}{part}"), count + 1));
+                }
+            }
+        }
+    }
+}

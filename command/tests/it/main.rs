@@ -1,0 +1,3 @@
+//! The command model's integration tests, one program (see tests/README.md).
+
+mod shell_differential;
