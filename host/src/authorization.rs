@@ -161,22 +161,22 @@ pub enum FilterError {
 /// `context` use, in their order (duplicates kept): DeerFlow's layer 1,
 /// asked before the model sees the tools. Each tool is asked about as a
 /// call without arguments, so the answer is what the guard would say of
-/// any call of it. When the provider fails on any tool, the guard's
-/// `fail_closed` decides for the whole list, as in DeerFlow: no tool, or
-/// every tool.
+/// any call of it. A name the host refuses ([`crate::tool_name`]) is
+/// dropped unasked; an empty one is an error of the list, as in DeerFlow.
+/// When the provider fails on any tool, the guard's `fail_closed` decides
+/// for the whole list, as in DeerFlow: no tool, or every tool whose name
+/// the host accepts.
 pub fn filter_tools(
     guard: &Guard,
     context: Option<&Map<String, Value>>,
     tools: &[&str],
 ) -> Result<Vec<String>, FilterError> {
-    if let Some(index) = tools.iter().position(|t| t.is_empty()) {
-        return Err(FilterError::EmptyName { index });
-    }
+    let tools = usable_names(tools)?;
     let now = Timestamp::now();
     let empty = Map::new();
     let mut allowed = Vec::with_capacity(tools.len());
     let mut call = ToolCallRequest { context: context.cloned(), ..ToolCallRequest::default() };
-    for tool in tools {
+    for tool in &tools {
         call.tool_call.name = Some((*tool).to_owned());
         let view =
             CallView::new(&call, &empty, guard.passport(), now.as_str()).map_err(ToolCallError::from)?;
@@ -200,4 +200,25 @@ pub fn filter_tools(
         }
     }
     Ok(allowed)
+}
+
+/// The names of `tools` the host accepts ([`crate::tool_name`]), in their
+/// order; the others are dropped, each with a warning. An empty name is an
+/// error ([`FilterError::EmptyName`]), as DeerFlow's RBAC makes it.
+pub fn usable_names<'t>(tools: &[&'t str]) -> Result<Vec<&'t str>, FilterError> {
+    if let Some(index) = tools.iter().position(|t| t.is_empty()) {
+        return Err(FilterError::EmptyName { index });
+    }
+    let mut usable = Vec::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        match crate::tool_name::check(tool) {
+            Ok(()) => usable.push(*tool),
+            Err(problem) => tracing::warn!(
+                "Tool filter drops candidates[{index}] '{}' ({}): {problem}",
+                crate::tool_name::escaped(tool),
+                crate::tool_name::INVALID_CODE
+            ),
+        }
+    }
+    Ok(usable)
 }

@@ -58,6 +58,9 @@
 //!
 //! Around every tool call:
 //! - [`request`]: tool calls, tool messages, requests and decisions;
+//! - [`tool_name`]: the tool names the host accepts, checked before any
+//!   guard sees a call (`guardhost.tool_name_invalid`) or a tool filter
+//!   lists a tool;
 //! - [`provider`]: the host's provider trait and the ABI adapter;
 //! - [`middleware`]: `GuardrailMiddleware` and its guards (the providers
 //!   of a chain, asked in order), the middleware chain and the tower layer;
@@ -113,6 +116,7 @@ pub mod request;
 pub mod resolve;
 mod setup;
 pub mod timeout;
+pub mod tool_name;
 pub mod wait;
 mod yaml;
 

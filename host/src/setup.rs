@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::authorization::{filter_tools, AuthorizationAdapter, FilterError, ADAPTER_NAME};
+use crate::authorization::{filter_tools, usable_names, AuthorizationAdapter, FilterError, ADAPTER_NAME};
 use crate::config::{LoadedConfig, ProviderSpec};
 use crate::decision_log::DecisionLog;
 use crate::instantiate::{instantiate_with, BuildError, LoadedProvider, ProviderInfo};
@@ -30,7 +30,8 @@ pub struct Guardrail {
 impl Guardrail {
     /// The tools of `tools` the caller of `context` may use, in their
     /// order: what the `authorization:` provider allows (every tool when
-    /// there is none), asked before the model sees the tools. See
+    /// there is none), asked before the model sees the tools; never a
+    /// name the host refuses ([`crate::tool_name`]). See
     /// [`crate::authorization::filter_tools`].
     pub fn filter_tools(
         &self,
@@ -39,10 +40,7 @@ impl Guardrail {
     ) -> Result<Vec<String>, FilterError> {
         match self.middleware.guards().iter().find(|g| g.kind() == GuardKind::Authorization) {
             Some(guard) => filter_tools(guard, context, tools),
-            None => match tools.iter().position(|t| t.is_empty()) {
-                Some(index) => Err(FilterError::EmptyName { index }),
-                None => Ok(tools.iter().map(|t| (*t).to_owned()).collect()),
-            },
+            None => Ok(usable_names(tools)?.into_iter().map(str::to_owned).collect()),
         }
     }
 }

@@ -598,7 +598,8 @@ impl Service {
 impl Service {
     /// `/v1/filter`: the tools of `tools` the caller of `context` may use,
     /// in their order, as the config's `authorization:` provider says
-    /// (every tool without one), asked before the model sees the tools.
+    /// (every tool without one), asked before the model sees the tools;
+    /// never a name the host refuses (`guardhost::tool_name`).
     async fn filter(&self, body: &[u8]) -> Reply {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -617,10 +618,16 @@ impl Service {
             .reply();
         };
         let Some(guardrail) = self.source.current() else {
-            return json(
-                StatusCode::OK,
-                serde_json::to_vec(&serde_json::json!({ "tools": tools })).unwrap_or_default(),
-            );
+            // Unguarded, every tool may be used but one whose name the
+            // host refuses.
+            let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+            return match guardhost::authorization::usable_names(&names) {
+                Ok(tools) => json(
+                    StatusCode::OK,
+                    serde_json::to_vec(&serde_json::json!({ "tools": tools })).unwrap_or_default(),
+                ),
+                Err(error) => Refusal::new(StatusCode::BAD_REQUEST, "bad_filter", error.to_string()).reply(),
+            };
         };
         // A provider library may take its time: off the I/O threads.
         let filtered = tokio::task::spawn_blocking(move || {

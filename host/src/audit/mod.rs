@@ -210,6 +210,9 @@ pub fn audited_message(code: &str, message: &str) -> Option<&'static str> {
         "oap.passport_suspended" => "passport status is suspended or revoked",
         "oap.evaluator_error" => "provider failed",
         "oap.denied" => "blocked by guardrail policy",
+        crate::tool_name::INVALID_CODE => {
+            "tool name empty, padded with white space, or with an invisible character"
+        }
         _ => UNRECORDED_MESSAGE,
     })
 }

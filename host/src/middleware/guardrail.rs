@@ -18,6 +18,7 @@ use crate::request::{
     Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Held, Timestamp, ToolCall,
     ToolCallRequest, ToolMessage, ToolStatus,
 };
+use crate::tool_name;
 
 /// Evaluates every tool call against its guards before it runs.
 ///
@@ -97,6 +98,12 @@ impl Tally {
         }
         allow
     }
+}
+
+/// Who decided a call no guard decided, in audit events and the decision
+/// log.
+fn no_provider() -> AuditProvider {
+    AuditProvider { name: "none".into(), sha256: None }
 }
 
 /// No guard of a chain selects the call: it runs.
@@ -184,7 +191,8 @@ pub enum StepAnswer {
         /// The request it saw.
         request: Box<GuardrailRequest>,
     },
-    /// Not asked: a guard before it decided the call.
+    /// Not asked: a guard before it decided the call, or the host refused
+    /// the call's tool name ([`crate::tool_name`]) before any guard.
     NotAsked,
 }
 
@@ -308,14 +316,16 @@ fn call_id_of(call: &ToolCall) -> &str {
 
 /// DeerFlow's text of a denial; joined rather than formatted, which costs
 /// a fifth as much.
-fn denial_text(tool_name: &str, decision: &GuardrailDecision) -> String {
+fn denial_text(name: &str, decision: &GuardrailDecision) -> String {
     let (code, message) = match decision.reasons.first() {
         Some(reason) => (&*reason.code, &*reason.message),
         None => ("oap.denied", "blocked by guardrail policy"),
     };
+    // A name the host refuses is shown without its invisible characters.
+    let name = tool_name::escaped(name);
     [
         "Guardrail denied: tool '",
-        tool_name,
+        &name,
         "' was blocked (",
         code,
         "). Reason: ",
@@ -768,6 +778,9 @@ impl GuardrailMiddleware {
         let now = Timestamp::now();
         let mut args = Args::Borrowed(&call.tool_call.args);
         let mut this = Call::new(call, now.as_str(), args_text)?;
+        if let Some(refused) = self.refuse_name(&this, args.get(), started) {
+            return Ok((refused, false));
+        }
         let mut tally = Tally::new(self);
         for (index, guard) in self.selected(this.tool_name()) {
             let request = Arc::new(this.view(guard, args.get()).to_request());
@@ -819,6 +832,9 @@ impl GuardrailMiddleware {
         mut answers: Option<&mut Vec<Answer>>,
     ) -> Result<Reached, ToolCallError> {
         let mut this = Call::new(call, timestamp, args_text)?;
+        if let Some(refused) = self.refuse_name(&this, args.get(), started) {
+            return Ok(Reached::Concluded((refused, false, None)));
+        }
         let mut tally = Tally::new(self);
         let alone = answers.is_none() && self.is_plain();
         for (index, guard) in self.selected(this.tool_name()) {
@@ -876,13 +892,17 @@ impl GuardrailMiddleware {
             .decide_sync_recording(call, args, None, now.as_str(), self.started(), Some(&mut answers))?
             .into_concluded();
         let tool = call.tool_call.name.as_deref().unwrap_or_default();
+        // A name the host refuses is decided before any guard.
+        let refused = !tool_name::is_valid(tool);
         let mut answers = answers.into_iter().peekable();
         let steps = self
             .guards
             .iter()
             .enumerate()
             .map(|(index, guard)| {
-                let answer = if !guard.selects(tool) {
+                let answer = if refused {
+                    StepAnswer::NotAsked
+                } else if !guard.selects(tool) {
                     StepAnswer::NotSelected
                 } else {
                     match answers.next_if(|a| a.index == index) {
@@ -908,6 +928,9 @@ impl GuardrailMiddleware {
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
         let mut this = Call::new(call, timestamp, args_text)?;
+        if let Some(refused) = self.refuse_name(&this, args.get(), started) {
+            return Ok(Reached::Concluded((refused, false, None)));
+        }
         let mut tally = Tally::new(self);
         let alone = self.is_plain();
         for (index, guard) in self.selected(this.tool_name()) {
@@ -1013,7 +1036,7 @@ impl GuardrailMiddleware {
             decision.metadata.insert("decided_by".into(), Value::from(guard.name.as_str()));
         }
         if let (Some(log), Some(started)) = (&self.decision_log, started) {
-            let none = AuditProvider { name: "none".into(), sha256: None };
+            let none = no_provider();
             let (mode, provider) = guard.map_or((Mode::Enforce, &none), |g| (g.mode, &g.audit_provider));
             let view = match guard {
                 Some(guard) => this.view(guard, args),
@@ -1027,6 +1050,39 @@ impl GuardrailMiddleware {
             }
         }
         (decision, provider_error, by)
+    }
+
+    /// The host's denial of a call whose tool name it refuses
+    /// ([`crate::tool_name`]), made before any guard is asked: logged,
+    /// audited (provider `none`) and written to the decision log as any
+    /// denial. `None` for a name it accepts. No mode shadows it.
+    fn refuse_name(
+        &self,
+        this: &Call<'_>,
+        args: &Map<String, Value>,
+        started: Option<Instant>,
+    ) -> Option<GuardrailDecision> {
+        let name = this.tool_name();
+        let problem = tool_name::check(name).err()?;
+        let decision = tool_name::refusal(name, &problem);
+        tracing::warn!(
+            "Guardrail denied: tool={} policy=None code={} ({problem})",
+            tool_name::escaped(name),
+            tool_name::INVALID_CODE
+        );
+        let none = no_provider();
+        let view = this.view(&self.guards[0], args);
+        let request = || Cow::Owned(view.to_request_with(Map::new()));
+        self.record_by((self.fail_closed(), &none), request, &decision, AuditAction::DenyToolCall, false);
+        if let (Some(log), Some(started)) = (&self.decision_log, started) {
+            let decided = Decided::Decision(&decision, false);
+            let took = started.elapsed();
+            match self.is_chain() {
+                false => log.record_call(&view, decided, Mode::Enforce, &none, took),
+                true => log.record_chain_call(&view, decided, Mode::Enforce, &none, took, Vec::new()),
+            }
+        }
+        Some(decision)
     }
 
     /// [`Self::wrap_tool_call`], also returning the verdict.
@@ -1280,20 +1336,28 @@ impl GuardrailMiddleware {
         action: AuditAction,
         provider_error: bool,
     ) {
+        let by = (guard.fail_closed, &guard.audit_provider);
+        self.record_by(by, request, decision, action, provider_error);
+    }
+
+    /// [`Self::record`] of a decision made with `fail_closed` by
+    /// `provider`.
+    fn record_by<'r>(
+        &self,
+        (fail_closed, provider): (bool, &AuditProvider),
+        request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
+        decision: &GuardrailDecision,
+        action: AuditAction,
+        provider_error: bool,
+    ) {
         let Some(sink) = &self.audit else { return };
         let mut request = request();
         if request.timestamp.is_empty() {
             // No provider read the call's time (see `now`): it is now.
             request.to_mut().timestamp = Timestamp::now().as_str().to_owned();
         }
-        let record = AuditRecord {
-            action,
-            request: &request,
-            decision,
-            fail_closed: guard.fail_closed,
-            provider_error,
-            provider: &guard.audit_provider,
-        };
+        let record =
+            AuditRecord { action, request: &request, decision, fail_closed, provider_error, provider };
         if let Err(error) = sink.record_call(&record) {
             tracing::warn!("Failed to record middleware:guardrail event: {error}");
         }

@@ -52,15 +52,17 @@ fn the_c_allowlist_decides_like_the_built_in_one() {
         let (from_c, from_rust) = (c.check(&call(tool)).unwrap(), rust.check(&call(tool)).unwrap());
         assert_eq!(from_c.decision, from_rust.decision, "tool {tool:?}");
     }
-    // Control characters: denied with the same code (the message is the C
-    // example's own).
-    let verdict = c.check(&call("a\u{7}b")).unwrap();
-    assert!(!verdict.allowed());
-    assert_eq!(verdict.decision.reasons[0].code, "oap.invalid_tool_name");
-    assert_eq!(
-        verdict.decision.reasons[0].message,
-        "tool name 'a\u{7}b' contains a control character (U+0007)"
-    );
+    // Control characters: the host refuses the name before any provider
+    // sees it; asked directly, the C example denies it with the built-in's
+    // code (the message is its own).
+    let control = call("a\u{7}b");
+    assert_eq!(c.check(&control).unwrap().decision.reasons[0].code, "guardhost.tool_name_invalid");
+    let request =
+        guardhost::CallView::new(&control, &control.tool_call.args, None, "now").unwrap().to_request();
+    let decision = c.provider().evaluate(&request).unwrap();
+    assert!(!decision.allow);
+    assert_eq!(decision.reasons[0].code, "oap.invalid_tool_name");
+    assert_eq!(decision.reasons[0].message, "tool name 'a\u{7}b' contains a control character (U+0007)");
 }
 
 #[test]

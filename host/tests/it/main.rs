@@ -14,3 +14,4 @@ mod middleware;
 mod outcomes;
 mod reload_weakening;
 mod timeout;
+mod tool_names;

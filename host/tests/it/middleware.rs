@@ -14,7 +14,7 @@ use guardhost::{
     ToolResult, ToolStatus,
 };
 use serde_json::{json, Value};
-use support::{middleware, object};
+use support::{middleware, object, tool_call};
 
 #[derive(Debug, Clone, Copy)]
 enum Path {
@@ -222,10 +222,17 @@ fn a_library_s_ruling_stands_for_its_decision() {
 }
 
 #[test]
-fn the_empty_tool_name_reaches_the_provider_as_empty() {
-    let verdict = middleware("CapturingProvider").check(&ToolCallRequest::default()).unwrap();
-    assert_eq!(verdict.decision.metadata["tool_name"], json!(""));
-    assert_eq!(verdict.decision.metadata["tool_input"], json!({}));
+fn the_empty_tool_name_never_reaches_the_provider() {
+    // The capturing provider allows, echoing the request in the metadata.
+    let named = middleware("CapturingProvider").check(&tool_call("bash", json!({}))).unwrap();
+    assert_eq!(named.decision.metadata["tool_name"], json!("bash"));
+    for call in [ToolCallRequest::default(), tool_call("", json!({}))] {
+        let verdict = middleware("CapturingProvider").check(&call).unwrap();
+        assert!(!verdict.allowed());
+        assert_eq!(verdict.decision.reasons[0].code, "guardhost.tool_name_invalid");
+        assert!(verdict.decision.metadata.is_empty(), "{:?}", verdict.decision);
+        assert_eq!(verdict.request.tool_name, "");
+    }
 }
 
 #[test]

@@ -19,5 +19,7 @@ mod replicas;
 mod stalls;
 mod support;
 #[cfg(unix)]
+mod tool_names;
+#[cfg(unix)]
 mod unguarded;
 mod windows;
