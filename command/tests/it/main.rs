@@ -1,3 +1,4 @@
 //! The command model's integration tests, one program (see tests/README.md).
 
+mod help_differential;
 mod shell_differential;
