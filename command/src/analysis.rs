@@ -146,14 +146,11 @@ pub(crate) fn is_downloader(name: &str) -> bool {
     DOWNLOADERS.contains(&name)
 }
 
-/// Whether a grammar's program runs a command or shell code it is given
-/// (a wrapper: `sudo`, `timeout`, `env -S`, `su -c`, `watch`).
+/// Whether a grammar's program runs a command its operands give (a
+/// wrapper: `sudo`, `timeout`, `nice`, `watch`); the shell code its
+/// options give (`env -S`, `su -c`) is an exec vector like any other.
 fn wraps(grammar: &Grammar) -> bool {
     grammar.operands.iter().any(|r| matches!(r, Role::Command | Role::ShellWords))
-        || grammar
-            .spellings
-            .iter()
-            .any(|s| s.role == Role::Shell && grammar.operands.iter().all(|r| !r.runs()))
 }
 
 /// Unwraps the wrappers of a command's words, each read with its grammar
@@ -169,11 +166,6 @@ pub fn effective(words: &[Word]) -> Effective<'_> {
         let reading = argv::read(grammar, &rest[1..]);
         if name == "xargs" {
             out.extra_arguments = true;
-        }
-        let shell_option =
-            reading.options.iter().find(|o| o.role == Role::Shell).and_then(|o| o.value.clone());
-        if let Some(code) = shell_option {
-            out.code = Some(code);
         }
         let words: Vec<&Word> =
             reading.operands.iter().filter(|(_, role)| *role == Role::ShellWords).map(|(w, _)| *w).collect();
@@ -319,9 +311,15 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Finding> {
             }
     });
     for (index, command) in script.commands.iter().enumerate() {
-        let (fed, _) = pipes.fed(&command.stages);
-        let (given, _, _) = gives(command, downloads[index], decodes[index], unknown[index]);
-        pipes.note(&command.stages, given, None, &[]);
+        // Outside a pipeline nothing is fed, and nothing given.
+        let fed = if command.stages.is_empty() {
+            Fed::default()
+        } else {
+            let (fed, _) = pipes.fed(&command.stages);
+            let (given, _, _) = gives(command, downloads[index], decodes[index], unknown[index]);
+            pipes.note(&command.stages, given, None, &[]);
+            fed
+        };
         let e = effective(&command.words);
         let functions = &script.functions;
         // Unknown command words.
@@ -398,8 +396,10 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
         // else arguments nobody wrote.
         let listed: Option<Vec<String>> =
             innermost.map(|(_, r)| r).filter(|r| !fed.not_found && !r.is_empty()).map(<[String]>::to_vec);
-        let (given, printed, roots) = gives(command, false, false, false);
-        pipes.note(&command.stages, given, printed.as_deref(), &roots);
+        if !command.stages.is_empty() {
+            let (given, printed, roots) = gives(command, false, false, false);
+            pipes.note(&command.stages, given, printed.as_deref(), &roots);
+        }
         let e = effective(&command.words);
         let mut code: Vec<String> = Vec::new();
         let mut synthetic: Vec<Vec<Word>> = Vec::new();
@@ -426,8 +426,14 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
         // The exec vectors of the program that finally runs, read with its
         // grammar: options and operands that are shell code, programs, or
         // code in a language whose reader finds the commands it runs.
-        if let Some(grammar) = e.name().and_then(grammar).filter(|g| !wraps(g)) {
-            let reading = argv::read(grammar, &e.inner()[1..]);
+        // Every layer's: a wrapper's options run code too (`env -S`,
+        // `flock -c`), and a program may have several (`tar -I x
+        // --to-command=y`).
+        for layer in &e.layers {
+            let Some(grammar) = layer.first().and_then(Word::lit).map(basename).and_then(grammar) else {
+                continue;
+            };
+            let reading = argv::read(grammar, &layer[1..]);
             let values = reading
                 .options
                 .iter()
@@ -446,14 +452,22 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
                         ))
                     }
                     (
-                        Role::SedScript | Role::AwkProgram | Role::GitConfig | Role::SqliteSql,
+                        Role::SedScript
+                        | Role::AwkProgram
+                        | Role::GitConfig
+                        | Role::SqliteSql
+                        | Role::TarAction,
                         Word::Lit(text),
                     ) => match crate::languages::commands(role, text) {
                         Ok(found) => code.extend(found),
                         Err(doubt) => doubts.push(doubt.within(&reading.name)),
                     },
                     (
-                        Role::SedScript | Role::AwkProgram | Role::GitConfig | Role::SqliteSql,
+                        Role::SedScript
+                        | Role::AwkProgram
+                        | Role::GitConfig
+                        | Role::SqliteSql
+                        | Role::TarAction,
                         Word::Dyn(_),
                     ) => doubts.push(Finding::new(
                         Code::RuntimeCode,

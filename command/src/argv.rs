@@ -12,7 +12,7 @@ use crate::shell::Word;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Opt {
     /// The option's name in the grammar (`recursive` for `-R`, `--recur`).
-    pub option: String,
+    pub option: &'static str,
     /// What its value is.
     pub role: Role,
     /// Its value, if it takes one and one was given.
@@ -25,7 +25,7 @@ pub struct Reading<'w> {
     /// The grammar read with: the subcommand's, if there is one.
     pub grammar: Option<&'static Grammar>,
     /// The program and subcommands (`git status`).
-    pub name: String,
+    pub name: &'static str,
     /// The options, in order.
     pub options: Vec<Opt>,
     /// The operands with their roles, in order (a command's words
@@ -50,7 +50,7 @@ impl Reading<'_> {
 
 /// Reads `args` (the words after the program's name) with `grammar`.
 pub fn read<'w>(grammar: &'static Grammar, args: &'w [Word]) -> Reading<'w> {
-    let mut reading = Reading { grammar: Some(grammar), name: grammar.name.clone(), ..Reading::default() };
+    let mut reading = Reading { grammar: Some(grammar), name: &grammar.name, ..Reading::default() };
     let mut grammar = grammar;
     let mut operands_only = false;
     let mut operand_index = 0;
@@ -73,7 +73,7 @@ pub fn read<'w>(grammar: &'static Grammar, args: &'w [Word]) -> Reading<'w> {
                 if !grammar.subcommands.is_empty() && operand_index == 0 {
                     reading.unknown.push("a subcommand known only when the command runs".to_owned());
                 }
-                let role = grammar.operand_role(operand_index, &option_names(&reading));
+                let role = grammar.operand_role(operand_index, &reading.options);
                 if role == Role::Command {
                     reading.command = Some(&args[i - 1..]);
                     return reading;
@@ -94,14 +94,14 @@ pub fn read<'w>(grammar: &'static Grammar, args: &'w [Word]) -> Reading<'w> {
                     Some(sub) => {
                         grammar = sub;
                         reading.grammar = Some(sub);
-                        reading.name = sub.name.clone();
+                        reading.name = &sub.name;
                         operands_only = false;
                         continue;
                     }
                     None => reading.unknown.push(format!("the subcommand `{}`", shown(text))),
                 }
             }
-            let role = grammar.operand_role(operand_index, &option_names(&reading));
+            let role = grammar.operand_role(operand_index, &reading.options);
             match role {
                 Role::Command => {
                     reading.command = Some(&args[i - 1..]);
@@ -141,10 +141,6 @@ pub fn read<'w>(grammar: &'static Grammar, args: &'w [Word]) -> Reading<'w> {
         }
     }
     reading
-}
-
-fn option_names(reading: &Reading<'_>) -> Vec<String> {
-    reading.options.iter().map(|o| o.option.clone()).collect()
 }
 
 /// A word for a message: at most 40 characters, control characters
@@ -258,8 +254,8 @@ fn short(
     i
 }
 
-fn push(reading: &mut Reading<'_>, spelling: &Spelling, value: Option<Word>) {
-    reading.options.push(Opt { option: spelling.option.clone(), role: spelling.role, value });
+fn push(reading: &mut Reading<'_>, spelling: &'static Spelling, value: Option<Word>) {
+    reading.options.push(Opt { option: &spelling.option, role: spelling.role, value });
 }
 
 #[cfg(test)]
@@ -275,7 +271,7 @@ mod tests {
         let args = words(args);
         let reading = read(grammar(program).unwrap(), &args);
         (
-            reading.options.iter().map(|o| o.option.clone()).collect(),
+            reading.options.iter().map(|o| o.option.to_owned()).collect(),
             reading.operands.iter().map(|(w, _)| w.lit().unwrap().to_owned()).collect(),
             reading.unknown.clone(),
         )

@@ -24,7 +24,8 @@
 //! list stands for every further operand. `{spell: ..., value: ROLE}`
 //! gives an option's value a role other than `text`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use serde::Deserialize;
@@ -70,6 +71,8 @@ pub enum Role {
     GitConfig,
     /// An SQLite statement or dot-command (`sqlite3 db 'SQL'`, `-cmd`).
     SqliteSql,
+    /// A `tar --checkpoint-action` (`exec=COMMAND` runs a command).
+    TarAction,
     /// A file whose content is run as code by the program (`bash FILE`,
     /// `python FILE`, `awk -f FILE`).
     Script,
@@ -95,6 +98,7 @@ impl Role {
             "awk-program" => Role::AwkProgram,
             "git-config" => Role::GitConfig,
             "sqlite-sql" => Role::SqliteSql,
+            "tar-action" => Role::TarAction,
             "script" => Role::Script,
             _ => return None,
         })
@@ -182,22 +186,50 @@ pub struct Grammar {
 
 impl Grammar {
     /// The role of operand `index` (0-based) given the options seen.
-    pub fn operand_role(&self, index: usize, options: &[String]) -> Role {
+    pub fn operand_role(&self, index: usize, options: &[crate::argv::Opt]) -> Role {
         let skip = usize::from(
             !self.first_operand_unless.is_empty()
-                && options.iter().any(|o| self.first_operand_unless.contains(o)),
+                && options.iter().any(|o| self.first_operand_unless.iter().any(|u| u == o.option)),
         );
         let roles = &self.operands[skip.min(self.operands.len())..];
         roles.get(index).or(roles.last()).copied().unwrap_or(Role::Text)
     }
 }
 
-/// The grammars, by program name.
-pub fn grammars() -> &'static BTreeMap<String, Grammar> {
-    static GRAMMARS: OnceLock<BTreeMap<String, Grammar>> = OnceLock::new();
+/// The grammars, by program name: looked up for every simple command of
+/// every decision (several times), so with a hash that costs a few
+/// instructions per byte of a short name.
+pub type Grammars = HashMap<String, Grammar, BuildHasherDefault<Fnv>>;
+
+/// The grammars, by program name; read from the data the first time.
+pub fn grammars() -> &'static Grammars {
+    static GRAMMARS: OnceLock<Grammars> = OnceLock::new();
     GRAMMARS.get_or_init(|| {
-        load(include_str!("programs.yaml")).expect("src/programs.yaml is checked by its tests")
+        load(include_str!("programs.yaml"))
+            .expect("src/programs.yaml is checked by its tests")
+            .into_iter()
+            .collect()
     })
+}
+
+/// FNV-1a: program names are short and not chosen to collide (a name that
+/// did would cost a lookup a few comparisons, never a wrong grammar).
+#[derive(Default)]
+pub struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// The grammar of `name` (a basename: `rm`), if the guard knows it.

@@ -15,6 +15,7 @@ pub fn commands(role: Role, text: &str) -> Result<Vec<String>, Finding> {
         Role::AwkProgram => awk(text),
         Role::GitConfig => git_config(text),
         Role::SqliteSql => sqlite(text),
+        Role::TarAction => tar_action(text),
         _ => Ok(Vec::new()),
     }
 }
@@ -373,6 +374,20 @@ fn sqlite(text: &str) -> Result<Vec<String>, Finding> {
     Ok(found)
 }
 
+/// A `tar --checkpoint-action`: `exec=COMMAND` runs COMMAND through the
+/// shell; the other actions print, wait or ring.
+fn tar_action(action: &str) -> Result<Vec<String>, Finding> {
+    match action.split_once('=') {
+        Some(("exec", command)) => Ok(vec![command.to_owned()]),
+        Some(("echo" | "ttyout" | "sleep", _)) => Ok(Vec::new()),
+        None if matches!(action, "bell" | "dot" | "echo" | "totals" | "wait") => Ok(Vec::new()),
+        _ => Err(unverified(format!(
+            "its checkpoint action `{}` is not one the guard knows",
+            action.chars().take(20).collect::<String>().escape_debug()
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,6 +424,14 @@ mod tests {
         assert!(git_config("color.ui=auto").unwrap().is_empty());
         assert_eq!(git_config("core.hooksPath=/tmp/h").unwrap_err().code, Code::Unverified);
         assert_eq!(git_config("include.path=/tmp/c").unwrap_err().code, Code::Unverified);
+    }
+
+    #[test]
+    fn tar_checkpoint_actions_are_read() {
+        assert_eq!(tar_action("exec=sh -c id").unwrap(), ["sh -c id"]);
+        assert!(tar_action("dot").unwrap().is_empty());
+        assert!(tar_action("echo=done").unwrap().is_empty());
+        assert_eq!(tar_action("wait=SIGUSR1x").unwrap_err().code, Code::Unverified);
     }
 
     #[test]

@@ -47,17 +47,8 @@ pub fn injection(command: &str) -> bool {
 /// Interpreters a download must not be piped into.
 const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "python", "python3", "perl", "ruby", "node"];
 
-/// Whether a command, or a program a wrapper of it runs, has a name known
-/// only when it runs.
-pub fn unknown_name(command: &crate::shell::Command) -> bool {
-    analysis::effective(&command.words)
-        .layers
-        .iter()
-        .any(|layer| matches!(layer.first(), Some(crate::shell::Word::Dyn(_))))
-}
-
-/// What a command runs, as this pack reads it, for another provider's
-/// policies (the Cedar provider's `context.command`): decided on the
+/// What a command runs, in short, for a policy (the Cedar provider's
+/// `context.command`): decided on the
 /// structure, never on the text, and unknowns said, not guessed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
@@ -81,44 +72,61 @@ pub struct Summary {
     /// Whether it writes to a file outside the working directory (anything
     /// but `/dev/null`, a descriptor or a relative path without `..`).
     pub writes_outside: bool,
+    /// Whether a program it runs has no grammar, or is given an option its
+    /// grammar does not know, or an exec vector's code cannot be read
+    /// (`git -c` of a setting not known to run nothing): what it runs
+    /// cannot be said.
+    pub unverified: bool,
+    /// Whether it changes a variable that changes what runs (`PATH`,
+    /// `LD_PRELOAD`, `GIT_SSH_COMMAND` ...), anywhere in the script.
+    pub environment: bool,
+    /// Whether it hands an interpreter code made at run time (a pipe from
+    /// a program, `/dev/stdin`, the network, a file it writes itself).
+    pub runtime_code: bool,
 }
 
 /// Reads `command` as [`check`] does, without a passport's limits.
 pub fn summary(command: &str) -> Summary {
     let mut summary = Summary { dangerous: injection(command), ..Summary::default() };
-    let Ok(mut script) = crate::shell::parse(command.trim()) else {
-        summary.unknown = true;
-        return summary;
-    };
-    for written in script.commands.iter().filter(|c| c.via == crate::shell::Via::Direct) {
-        if writes_outside(written) {
-            summary.writes_outside = true;
+    let mut model = match Model::read(command.trim()) {
+        Ok(model) => model,
+        Err(finding) => {
+            if finding.code == Code::Dangerous {
+                summary.dangerous = true;
+            } else {
+                summary.unknown = true;
+            }
+            return summary;
         }
-    }
-    match analysis::check(&mut script, analysis::Mode::Any) {
+    };
+    summary.writes_outside =
+        model.script.commands.iter().any(|c| c.via == crate::shell::Via::Direct && writes_outside(c));
+    match analysis::check(&mut model.script, analysis::Mode::Any) {
         Ok(()) => {}
         Err(finding) if finding.code == Code::Dangerous => summary.dangerous = true,
         Err(_) => summary.unknown = true,
     }
-    if foreign_code(&script).is_some() {
+    if foreign_code(&model.script).is_some() {
         summary.dangerous = true;
     }
-    for command in &script.commands {
-        if unsafe_assignment(command) {
-            summary.unknown = true;
-        }
-        for layer in &analysis::effective(&command.words).layers {
-            match layer.first() {
-                Some(crate::shell::Word::Lit(program)) => {
-                    if script.functions.iter().any(|f| f.name == *program) {
-                        summary.unknown = true;
-                    }
-                    summary.programs.push(program.clone());
-                    summary.names.push(basename(program).to_owned());
+    summary.environment = !model.environment.is_empty();
+    summary.runtime_code = !model.runtime_code.is_empty();
+    // A variable that changes what runs, or code made at run time, makes
+    // what runs unknown too.
+    summary.unknown |= summary.environment || summary.runtime_code;
+    summary.unverified = !model.doubts.is_empty();
+    for run in &model.runs {
+        match run.words.first() {
+            Some(crate::shell::Word::Lit(program)) => {
+                if model.script.functions.iter().any(|f| f.name == *program) {
+                    summary.unknown = true;
                 }
-                Some(crate::shell::Word::Dyn(_)) => summary.unknown = true,
-                None => {}
+                summary.unverified |= !run.known || !run.unknown.is_empty();
+                summary.programs.push(program.clone());
+                summary.names.push(basename(program).to_owned());
             }
+            Some(crate::shell::Word::Dyn(_)) => summary.unknown = true,
+            None => {}
         }
     }
     for list in [&mut summary.programs, &mut summary.names] {
@@ -128,17 +136,9 @@ pub fn summary(command: &str) -> Summary {
     summary
 }
 
-/// Whether a command assigns one of the [`UNSAFE_VARIABLES`] (or `LD_*`,
-/// `BASH_FUNC_*`) for the program it runs.
-pub fn unsafe_assignment(command: &crate::shell::Command) -> bool {
-    !command.words.is_empty()
-        && command.assignments.iter().any(|a| {
-            UNSAFE_VARIABLES.contains(&a.as_str()) || a.starts_with("LD_") || a.starts_with("BASH_FUNC_")
-        })
-}
-
-/// Variables that change what a command runs or how a shell starts:
-/// assigning one before an allowed command is not allowed.
+/// Variables that change what a command runs or how a shell starts (with
+/// `LD_*`, `DYLD_*`, `BASH_FUNC_*` and git's command variables: see
+/// [`affects_what_runs`]).
 pub const UNSAFE_VARIABLES: &[&str] = &[
     "PATH",
     "IFS",
@@ -392,9 +392,13 @@ impl Model {
         let mut written: Vec<String> = Vec::new();
         let mut pipes = analysis::Pipes::default();
         for (index, command) in script.commands.iter().enumerate() {
-            let (fed, _) = pipes.fed(&command.stages);
-            let (given, printed, roots) = analysis::gives(command, false, false, false);
-            pipes.note(&command.stages, given, printed.as_deref(), &roots);
+            // Outside a pipeline nothing is fed, and nothing given.
+            let unwritten_input = !command.stages.is_empty() && {
+                let (fed, _) = pipes.fed(&command.stages);
+                let (given, printed, roots) = analysis::gives(command, false, false, false);
+                pipes.note(&command.stages, given, printed.as_deref(), &roots);
+                fed.unwritten
+            };
             for variable in &command.assignments {
                 if affects_what_runs(variable) {
                     model.environment.push(variable.clone());
@@ -431,7 +435,7 @@ impl Model {
                     words: words.to_vec(),
                     command: index,
                     layer,
-                    name: reading.as_ref().map_or_else(|| name.to_owned(), |r| r.name.clone()),
+                    name: reading.as_ref().map_or(name, |r| r.name).to_owned(),
                     known: grammar.is_some(),
                     unknown: reading.as_ref().map(|r| r.unknown.clone()).unwrap_or_default(),
                     runs_project_code: grammar.is_some_and(|g| g.runs_project_code),
@@ -451,7 +455,7 @@ impl Model {
                     }
                 }
             }
-            if let Some(finding) = runtime_code(&script, index, &e, &written, fed.unwritten) {
+            if let Some(finding) = runtime_code(&script, index, &e, &written, unwritten_input) {
                 model.runtime_code.push(finding);
             }
         }
@@ -489,7 +493,7 @@ fn runtime_code(
             if path::is_network(file) {
                 return finding("code from the network");
             }
-            if written.iter().any(|w| *w == normal.path) {
+            if written.contains(&normal.path) {
                 return finding("a file the same command writes");
             }
             None

@@ -100,7 +100,7 @@ fn cedar_config() -> Map<String, Value> {
         "policies": cedar_example("policies"),
         "schema": cedar_example("deerflow.cedarschema"),
         "entities": cedar_example("entities.json"),
-        "derive": ["command", "url"],
+        "derive": ["command", "url", "path"],
     }))
 }
 

@@ -20,7 +20,7 @@ CONFIG = {
     "policies": "policies",
     "schema": "deerflow.cedarschema",
     "entities": "entities.json",
-    "derive": ["command", "url"],
+    "derive": ["command", "url", "path"],
 }
 
 

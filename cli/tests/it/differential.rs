@@ -32,7 +32,7 @@ fn oap(dir: &Path) -> Guardrail {
 
 fn cedar(dir: &Path) -> Guardrail {
     let provider = format!(
-        "    use: {}\n    config:\n      policies: {}\n      schema: {}\n      entities: {}\n      derive: [command, url]\n",
+        "    use: {}\n    config:\n      policies: {}\n      schema: {}\n      entities: {}\n      derive: [command, url, path]\n",
         use_of("guardhost_cedar", "CedarGuardrailProvider"),
         example("cedar/policies").display(),
         example("cedar/deerflow.cedarschema").display(),

@@ -138,6 +138,11 @@ impl Cedar {
             config.entities.as_deref(),
         )?;
         let names = request::Names::new(&config.derive)?;
+        if config.derive.contains(&Derive::Command) {
+            // The programs' grammars are read once, here, not on the first
+            // command decided.
+            guardhost_command::grammar::grammars();
+        }
         Ok(Cedar { compiled, names, authorizer: Authorizer::new() })
     }
 

@@ -18,6 +18,8 @@ pub enum Derive {
     Command,
     /// `context.url` from a string `url` argument.
     Url,
+    /// `context.path` from a string `path` (or `image_path`) argument.
+    Path,
 }
 
 /// The entity types and the action every request uses, parsed once.
@@ -31,6 +33,8 @@ pub struct Names {
     command: bool,
     /// `derive: [url]`.
     url: bool,
+    /// `derive: [path]`.
+    path: bool,
     /// The request shapes the schema accepted.
     known: Known,
 }
@@ -48,6 +52,7 @@ impl Names {
             call: EntityUid::from_type_name_and_id(action, EntityId::new("call")),
             command: derive.contains(&Derive::Command),
             url: derive.contains(&Derive::Url),
+            path: derive.contains(&Derive::Path),
             known: Known::default(),
         })
     }
@@ -201,8 +206,8 @@ fn context_of(
     Context::from_pairs(pairs).map_err(|e| e.to_string())
 }
 
-/// `context.command` and `context.url`, as `derive:` asks, when the
-/// arguments have them as strings.
+/// `context.command`, `context.url` and `context.path`, as `derive:`
+/// asks, when the arguments have them as strings.
 fn derived(
     args: &Map<String, Value>,
     names: &Names,
@@ -219,7 +224,9 @@ fn derived(
             shape::strings(out, summary.programs.is_empty());
             out.push_str(" names ");
             shape::strings(out, summary.names.is_empty());
-            out.push_str(" unknown b dangerous b writes_outside b}");
+            out.push_str(
+                " unknown b dangerous b writes_outside b unverified b environment b runtime_code b}",
+            );
         }
         let record = RestrictedExpression::new_record([
             ("programs".to_owned(), set(summary.programs)),
@@ -227,8 +234,27 @@ fn derived(
             ("unknown".to_owned(), RestrictedExpression::new_bool(summary.unknown)),
             ("dangerous".to_owned(), RestrictedExpression::new_bool(summary.dangerous)),
             ("writes_outside".to_owned(), RestrictedExpression::new_bool(summary.writes_outside)),
+            ("unverified".to_owned(), RestrictedExpression::new_bool(summary.unverified)),
+            ("environment".to_owned(), RestrictedExpression::new_bool(summary.environment)),
+            ("runtime_code".to_owned(), RestrictedExpression::new_bool(summary.runtime_code)),
         ]);
         pairs.extend(record.ok().map(|r| ("command".to_owned(), r)));
+    }
+    let path = args.get("path").or_else(|| args.get("image_path"));
+    if let (true, Some(Value::String(path))) = (names.path, path) {
+        // Normalised once (`//`, `/./`, `..`, `/proc/self/root`), and in
+        // lower case for patterns that must not miss `KEY.PEM`.
+        let normal = guardhost_command::path::normalize(path, None);
+        if let Some(out) = shape.as_deref_mut() {
+            out.push_str(" path {normal s lower s escapes b descriptor b}");
+        }
+        let record = RestrictedExpression::new_record([
+            ("lower".to_owned(), RestrictedExpression::new_string(normal.path.to_lowercase())),
+            ("normal".to_owned(), RestrictedExpression::new_string(normal.path)),
+            ("escapes".to_owned(), RestrictedExpression::new_bool(normal.escapes)),
+            ("descriptor".to_owned(), RestrictedExpression::new_bool(normal.descriptor)),
+        ]);
+        pairs.extend(record.ok().map(|r| ("path".to_owned(), r)));
     }
     if let (true, Some(Value::String(url))) = (names.url, args.get("url")) {
         let destination = guardhost_command::url::destination(url);

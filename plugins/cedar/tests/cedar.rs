@@ -17,7 +17,7 @@ fn example_config() -> Config {
         policies: Paths::One(example("policies")),
         schema: Some(example("deerflow.cedarschema")),
         entities: Some(example("entities.json")),
-        derive: vec![Derive::Command, Derive::Url],
+        derive: vec![Derive::Command, Derive::Url, Derive::Path],
         framework: None,
     }
 }
@@ -49,7 +49,12 @@ fn the_determining_policies_are_the_reasons_and_the_first_is_the_policy_id() {
         reasons(&decision),
         [
             ("cedar.forbid".to_owned(), "only the listed programs run".to_owned()),
-            ("cedar.forbid".to_owned(), "sudo, su, shutdown and reboot are never run".to_owned())
+            ("cedar.forbid".to_owned(), "sudo, su, shutdown and reboot are never run".to_owned()),
+            // `reboot` has no grammar: what it runs cannot be said.
+            (
+                "cedar.forbid".to_owned(),
+                "every program runs with options its grammar knows (what it runs can be said)".to_owned()
+            )
         ]
     );
     assert_eq!(decision.policy_id.as_ref().map(|p| p.as_str()).into_option(), Some("listed-programs"));

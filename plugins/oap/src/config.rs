@@ -61,4 +61,62 @@ pub struct Config {
     /// process that uses the same server.
     #[serde(default)]
     pub state: Option<String>,
+    /// Denials of these codes become questions for a person (an `ask`
+    /// outcome the host's approvals machinery holds the call for) instead
+    /// of refusals: what the command model cannot say, put to someone who
+    /// can.
+    #[serde(default)]
+    pub ask: Option<Ask>,
+}
+
+/// `ask:` of the provider's config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ask {
+    /// The denial codes asked about instead (one of [`ASKABLE`]).
+    pub codes: Vec<String>,
+    /// Who may approve (names the approval's `approved_by` must match).
+    pub approvers: Vec<String>,
+    /// How long an approval may take, in seconds (default 600).
+    #[serde(default = "default_ask_timeout")]
+    pub timeout_s: u32,
+}
+
+fn default_ask_timeout() -> u32 {
+    600
+}
+
+/// The codes that may be asked about: what the command model could not
+/// verify, never a dangerous operation or an unreadable command.
+pub const ASKABLE: &[&str] = &[
+    "oap.command_not_allowed",
+    "oap.command_exec_not_allowed",
+    "oap.command_unverified",
+    "oap.command_environment",
+    "oap.command_runtime_code",
+    "oap.command_unresolved",
+    "oap.command_chain_unsupported",
+];
+
+impl Ask {
+    /// Checks the codes and approvers; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(code) = self.codes.iter().find(|c| !ASKABLE.contains(&c.as_str())) {
+            return Err(format!(
+                "ask.codes: `{}` cannot be asked about; use one of {}",
+                code.escape_debug(),
+                ASKABLE.join(", ")
+            ));
+        }
+        if self.codes.is_empty() {
+            return Err("ask.codes: list at least one code to ask about".to_owned());
+        }
+        if self.approvers.is_empty() || self.approvers.iter().any(|a| a.trim().is_empty()) {
+            return Err("ask.approvers: list who may approve (non-empty names)".to_owned());
+        }
+        if self.timeout_s == 0 {
+            return Err("ask.timeout_s: a number of seconds above 0".to_owned());
+        }
+        Ok(())
+    }
 }

@@ -9,7 +9,7 @@ use guardhost_abi::{Decision, Request};
 use guardhost_oap_generic::{GenericPack, GenericState, RuleSupport, Verdict};
 use serde_json::{json, Map, Value};
 
-use crate::config::{Config, Mode};
+use crate::config::{Ask, Config, Mode};
 use crate::mapping::{self, Route};
 use crate::packs::{self, command, deny, files, mcp, messaging, web, Denial, Limits};
 use crate::passport::{Passport, PassportError, PassportStore, Status, SPEC_VERSION};
@@ -47,6 +47,7 @@ const HARD_CODES: &[&str] = &[
 /// The provider's state: config, passports, packs, counters.
 pub struct Engine {
     mode: Mode,
+    ask: Option<Ask>,
     passport_path: Option<PathBuf>,
     default_passport: PathBuf,
     tool_mapping: BTreeMap<String, String>,
@@ -145,10 +146,17 @@ impl Engine {
                 (Rates::Redis(RedisRates::new(redis.clone())), GenericState::shared(redis))
             }
         };
+        if let Some(ask) = &config.ask {
+            ask.validate()?;
+        }
+        // The programs' grammars are read once, here, not on the first
+        // command decided.
+        guardhost_command::grammar::grammars();
         let framework = config.framework.as_deref().unwrap_or("deerflow");
         let default_passport = expand_home(&format!("~/.aport/{framework}/aport/passport.json"));
         Ok(Engine {
             mode: config.mode,
+            ask: config.ask,
             passport_path,
             default_passport,
             tool_mapping: config.tool_mapping,
@@ -183,6 +191,17 @@ impl Engine {
             Mode::Observe => true,
         };
         let Denial { code, message } = failure.denial;
+        if let Some(ask) = self.ask.as_ref().filter(|a| !soften && !failure.hard && a.codes.contains(&code)) {
+            // A question instead of a refusal: the host holds the call for
+            // an approval bound to it.
+            let decision = Decision::ask(ask.approvers.iter().cloned(), ask.timeout_s)
+                .with_reason(code, message)
+                .with_metadata(metadata);
+            return match failure.policy_id {
+                Some(policy) => decision.with_policy_id(policy),
+                None => decision,
+            };
+        }
         if !soften {
             let decision = Decision::deny().with_reason(code, message).with_metadata(metadata);
             return match failure.policy_id {

@@ -1065,3 +1065,41 @@ fn hostile_inputs_are_decided_with_their_codes() {
         assert_eq!(code(&*p, tool, args), expected, "{tool}, {size} bytes");
     }
 }
+
+/// `ask:` turns the refusals of the codes it names into questions: the
+/// decision holds the call for the approvers named; other denials stay
+/// denials, and a code that must never be asked about is refused at
+/// construction.
+#[test]
+fn what_the_command_model_cannot_say_can_be_asked_about() {
+    let p = provider(json!({
+        "passport_path": example_passport(),
+        "ask": {"codes": ["oap.command_unverified", "oap.command_not_allowed"], "approvers": ["ops"], "timeout_s": 300}
+    }));
+    let asked = decide(&*p, "bash", json!({"command": "rm --frobnicate x"}));
+    assert!(!asked.allow);
+    assert_eq!(asked.reasons[0].code, "oap.command_unverified");
+    let outcome = &asked.metadata[guardhost::OUTCOME_KEY]["ask"];
+    assert_eq!(outcome["approvers"], json!(["ops"]), "{asked:?}");
+    assert_eq!(outcome["timeout_s"], json!(300));
+    let asked = decide(&*p, "bash", json!({"command": "nmap -sS host"}));
+    assert!(asked.metadata.contains_key(guardhost::OUTCOME_KEY), "{asked:?}");
+    // A dangerous operation is refused, never asked about.
+    let refused = decide(&*p, "bash", json!({"command": "rm -rf /"}));
+    assert_eq!(refused.reasons[0].code, "oap.dangerous_operation");
+    assert!(!refused.metadata.contains_key(guardhost::OUTCOME_KEY), "{refused:?}");
+    let bad = try_provider(json!({
+        "passport_path": example_passport(),
+        "ask": {"codes": ["oap.dangerous_operation"], "approvers": ["ops"]}
+    }))
+    .err()
+    .unwrap();
+    assert!(bad.contains("ask.codes") && bad.contains("oap.dangerous_operation"), "{bad}");
+    let nobody = try_provider(json!({
+        "passport_path": example_passport(),
+        "ask": {"codes": ["oap.command_unverified"], "approvers": []}
+    }))
+    .err()
+    .unwrap();
+    assert!(nobody.contains("ask.approvers"), "{nobody}");
+}

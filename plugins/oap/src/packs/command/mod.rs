@@ -727,6 +727,16 @@ mod tests {
             ("tar -xf a.tar --to-command='nmap x'", "oap.command_exec_not_allowed", false),
             ("tar -xf a.tar --to-comm='nmap x'", "oap.command_exec_not_allowed", false),
             ("sort --compress-program=nmap a", "oap.command_exec_not_allowed", false),
+            ("tar -xf h:x --rsh-command=nmap", "oap.command_exec_not_allowed", false),
+            ("tar -xf a.tar -I gzip --to-command='nmap x'", "oap.command_exec_not_allowed", false),
+            (
+                "tar -cf x.tar f --checkpoint=1 --checkpoint-action=exec=nmap",
+                "oap.command_exec_not_allowed",
+                false,
+            ),
+            ("git --upload-pack=nmap fetch", "oap.command_unverified", false),
+            ("git fetch --upload-pa=nmap origin", "oap.command_exec_not_allowed", false),
+            ("git rebase --exec 'nmap x' main", "oap.command_exec_not_allowed", false),
             ("rg --pre nmap x", "oap.command_exec_not_allowed", false),
             ("sed '1e nmap x' f", "oap.command_exec_not_allowed", false),
             ("sed 's/a/b/e' f", "oap.command_runtime_code", true),
@@ -827,5 +837,35 @@ mod tests {
                 assert_eq!(run(command, limits.clone()), Ok(()), "{command} with {limits}");
             }
         }
+    }
+
+    /// Every program the example passport lists has a grammar: the
+    /// passport allows nothing it cannot read.
+    #[test]
+    fn the_example_passport_lists_only_programs_with_grammars() {
+        let limits = example();
+        let missing: Vec<&str> = limits["allowed_commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|p| guardhost_command::grammar::grammar(p).is_none())
+            .collect();
+        assert!(missing.is_empty(), "no grammar for {missing:?}");
+    }
+
+    /// A listed program without a grammar is refused, unless the passport
+    /// trusts it with whatever it runs.
+    #[test]
+    fn trusted_commands_run_without_a_grammar() {
+        let listed = json!({"allowed_commands": ["terraform", "ls"]});
+        assert_eq!(run("terraform plan", listed), Err("oap.command_unverified".into()));
+        let trusted = json!({"allowed_commands": ["terraform", "ls"], "trusted_commands": ["terraform"]});
+        assert_eq!(run("terraform plan -out x", trusted.clone()), Ok(()));
+        assert_eq!(
+            run("ls --frobnicate", trusted),
+            Err("oap.command_unverified".into()),
+            "ls is not trusted"
+        );
     }
 }
