@@ -34,7 +34,7 @@
 //! | `context.time` | when the call was decided (RFC 3339 text; a `datetime` where the schema says so) |
 //! | `context.authz` | the authorization attributes, when there are any |
 //! | `context.command` | with `derive: [command]`, when the call has a string `command` argument: `{programs, names, unknown, dangerous, writes_outside}`, the command read as the shell reads it (the OAP provider's reading: every program that runs, wrappers and code handed to shells included) |
-//! | `context.url` | with `derive: [url]`, when the call has a string `url` argument: `{host, private, unknown}` (`unknown`: not an `http(s)` URL whose host can be read without doubt; `host` is then empty) |
+//! | `context.url` | with `derive: [url]`, when the call has a string `url` argument: `{host, private, unknown, ambiguous}` (`unknown`: not an `http(s)` URL whose host can be read without doubt, `host` then empty; `ambiguous`: because URL parsers read it differently, with `unknown`; `private`: some reading reaches a private address) |
 //!
 //! # The decision
 //!

@@ -5,6 +5,7 @@ use cedar_policy::{
     Context, EntityId, EntityTypeName, EntityUid, Request as CedarRequest, RestrictedExpression, Schema,
 };
 use guardhost_abi::Request;
+use guardhost_command::url::Unreadable;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -257,22 +258,25 @@ fn derived(
         pairs.extend(record.ok().map(|r| ("path".to_owned(), r)));
     }
     if let (true, Some(Value::String(url))) = (names.url, args.get("url")) {
-        let destination = guardhost_command::url::destination(url);
+        let reading = guardhost_command::url::read(url);
         if let Some(out) = shape {
-            out.push_str(" url {host s private b unknown b}");
+            out.push_str(" url {host s private b unknown b ambiguous b}");
         }
+        // `private`: some reading reaches a private address (for an
+        // ambiguous URL, one of the readings parsers disagree on).
+        let (host, private) = match &reading {
+            Ok(destination) => (destination.host.clone(), destination.private),
+            Err(Unreadable::Ambiguous { private, .. }) => (String::new(), private.is_some()),
+            Err(Unreadable::Invalid) => (String::new(), false),
+        };
         let record = RestrictedExpression::new_record([
+            ("host".to_owned(), RestrictedExpression::new_string(host)),
+            ("private".to_owned(), RestrictedExpression::new_bool(private)),
+            ("unknown".to_owned(), RestrictedExpression::new_bool(reading.is_err())),
             (
-                "host".to_owned(),
-                RestrictedExpression::new_string(
-                    destination.as_ref().map_or_else(String::new, |d| d.host.clone()),
-                ),
+                "ambiguous".to_owned(),
+                RestrictedExpression::new_bool(matches!(reading, Err(Unreadable::Ambiguous { .. }))),
             ),
-            (
-                "private".to_owned(),
-                RestrictedExpression::new_bool(destination.as_ref().is_some_and(|d| d.private)),
-            ),
-            ("unknown".to_owned(), RestrictedExpression::new_bool(destination.is_none())),
         ]);
         pairs.extend(record.ok().map(|r| ("url".to_owned(), r)));
     }

@@ -210,6 +210,22 @@ fn explain_names_the_policies_that_applied_and_those_that_did_not() {
 }
 
 #[test]
+fn the_example_set_does_not_fetch_what_parsers_read_differently() {
+    let cedar = Cedar::new(example_config()).unwrap();
+    let fetch = |url: &str| {
+        let args = serde_json::json!({ "url": url }).to_string();
+        let decision = cedar.evaluate(&Request::for_tool("web_fetch").with_tool_input_json(&args)).unwrap();
+        (decision.allow, decision.policy_id.as_ref().map(|p| p.to_string()).into_option())
+    };
+    assert_eq!(fetch("https://docs.rs/serde/latest/serde/"), (true, Some("web".to_owned())));
+    assert_eq!(fetch("http://example.com\\@pastebin.com/"), (false, Some("readable-url".to_owned())));
+    assert_eq!(fetch("http://a@b@docs.rs/"), (false, Some("readable-url".to_owned())));
+    // A reading reaches 127.0.0.1: `private` as well as `ambiguous`, and
+    // `public-hosts` comes first in id order.
+    assert_eq!(fetch("http://evil.com\\@127.0.0.1/"), (false, Some("public-hosts".to_owned())));
+}
+
+#[test]
 fn the_library_passes_the_conformance_kit() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -295,6 +311,7 @@ fn derive_reads_commands_as_the_shell_does_and_urls_as_a_fetch_does() {
 @id("outside") forbid(principal, action, resource) when { context has command && context.command.writes_outside };
 @id("internal") forbid(principal, action, resource) when { context has url && (context.url.private || context.url.unknown) };
 @id("example") forbid(principal, action, resource) when { context has url && context.url.host == "example.com" };
+@id("ambiguous") forbid(principal, action, resource) when { context has url && context.url.ambiguous && !context.url.private };
 "#,
         )],
     );
@@ -334,6 +351,13 @@ fn derive_reads_commands_as_the_shell_does_and_urls_as_a_fetch_does() {
         ("http://[::1]/", "internal"),
         ("ftp://example.org/", "internal"),
         ("https://exa mple.com/", "internal"),
+        // Parsers disagree: `ambiguous` (and `unknown`), `host` empty.
+        ("http://example.com\\@docs.example.org/", "ambiguous"),
+        ("http://docs.example.org\\@example.com/", "ambiguous"),
+        ("http://0x8.8.8.8/", "ambiguous"),
+        // ... and `private` too when a reading is private.
+        ("http://evil.com\\@127.0.0.1/", "internal"),
+        ("http://2130706433/", "internal"),
     ] {
         let args = serde_json::json!({ "url": url }).to_string();
         assert_eq!(decide("web_fetch", &args), expected, "{url}");

@@ -3,12 +3,15 @@
 //! always denies (a query is not a URL).
 //!
 //! A fetch, in APort's order: a `url` (`oap.missing_required_context`);
-//! `http` or `https`, without white space or control characters, and a
-//! plain ASCII host without `%` escapes (`oap.invalid_url`); not a private, loopback or
+//! an absolute `http(s)` URL with a host (`oap.invalid_url`) that URL
+//! parsers read alike (`oap.url_ambiguous`: a backslash or a second `@`
+//! before the path, a tab, `%` or non-ASCII in the host, `127.1`, ... as
+//! `guardhost_command::url` lists them); not a private, loopback or
 //! link-local address, written in any form HTTP clients accept (dotted,
 //! decimal, hex, octal, IPv6 with a zone), or `localhost`
-//! (`oap.private_network_destination`; names are not resolved, so no call
-//! waits on DNS); not under
+//! (`oap.private_network_destination`, also for an ambiguous URL every
+//! reading of which is private; names are not resolved, so no call waits
+//! on DNS); not under
 //! `blocked_domains` (`oap.domain_blocked`); under `allowed_domains` when
 //! set (exact, any subdomain, or a `*` glob: `oap.domain_not_allowed`); the
 //! `method` (default GET) in `allowed_methods` when set
@@ -19,7 +22,7 @@
 
 use serde_json::{Map, Value};
 
-use guardhost_command::url::{host_of, private_destination};
+use guardhost_command::url::{read, Unreadable};
 
 use super::{arg, deny, Checked, Limits};
 
@@ -31,15 +34,32 @@ pub fn check_fetch(args: &Map<String, Value>, limits: Limits<'_>) -> Checked {
             "Web fetch context must include url or domain for local enforcement",
         ));
     };
-    let Some(host) = host_of(url) else {
-        return Err(deny("oap.invalid_url", "URL must be an absolute http(s) URL"));
-    };
-    if private_destination(&host).is_some() {
-        return Err(deny(
+    let private = |host: &str| -> Checked {
+        Err(deny(
             "oap.private_network_destination",
             format!("Private network destination '{host}' is blocked"),
-        ));
-    }
+        ))
+    };
+    let host = match read(url) {
+        Ok(destination) if !destination.private => destination.host,
+        Ok(destination) => return private(&destination.host),
+        Err(Unreadable::Invalid) => {
+            return Err(deny("oap.invalid_url", "URL must be an absolute http(s) URL"));
+        }
+        // Where it goes is in no doubt when every reading is private.
+        Err(unreadable @ Unreadable::Ambiguous { why, .. }) => {
+            return match unreadable.private_only() {
+                Some(host) => private(host),
+                None => Err(deny(
+                    "oap.url_ambiguous",
+                    format!(
+                        "URL parsers read this URL differently: {}; write the URL in its plain form",
+                        why.describe()
+                    ),
+                )),
+            };
+        }
+    };
     let blocked = limits.strings("blocked_domains").unwrap_or_default();
     if blocked.iter().any(|d| domain_matches(&host, d)) {
         return Err(deny("oap.domain_blocked", format!("Domain '{host}' is blocked")));
@@ -123,7 +143,6 @@ mod tests {
             "http://127.1/",
             "http://0177.0.0.1/",
             "http://[fe80::1%25eth0]/",
-            "http://127.0.0.1\\@example.com/",
             "HTTP://127.0.0.1/",
         ] {
             assert_eq!(
@@ -134,7 +153,8 @@ mod tests {
         }
         assert_eq!(fetch(json!({"url": "https://example.com/docs"}), none.clone()), Ok(()));
         assert_eq!(fetch(json!({"url": "https://8.8.8.8/"}), none.clone()), Ok(()));
-        assert_eq!(fetch(json!({"url": "https://1.2.3.4.5/"}), none), Ok(()), "not an address: a name");
+        // WHATWG refuses it as an IPv4 address, RFC 3986 reads a name.
+        assert_eq!(fetch(json!({"url": "https://1.2.3.4.5/"}), none), Err("oap.url_ambiguous".into()));
     }
 
     #[test]
@@ -176,12 +196,52 @@ mod tests {
             let got = fetch(json!({ "url": url }), none.clone());
             assert_eq!(got, Err("oap.private_network_destination".into()), "{url}");
         }
+        // However a parser reads them, these go to 127.0.0.1.
         for url in
-            ["http://12\t7.0.0.1/", "http://%31%32%37.0.0.1/", "http://evil\u{3002}com/", "http://a b/"]
+            ["http://12\t7.0.0.1/", "http://%31%32%37.0.0.1/", "http://127\u{3002}0\u{3002}0\u{3002}1/"]
         {
-            assert_eq!(fetch(json!({ "url": url }), none.clone()), Err("oap.invalid_url".into()), "{url}");
+            let got = fetch(json!({ "url": url }), none.clone());
+            assert_eq!(got, Err("oap.private_network_destination".into()), "{url}");
         }
-        assert_eq!(fetch(json!({"url": "https://[2606:4700::1111]/"}), none.clone()), Ok(()));
+        // Parsers disagree on where these go, so they are refused as
+        // ambiguous. `http://127.0.0.1\@example.com/` goes to 127.0.0.1
+        // for a WHATWG parser (a browser, Node's fetch) but to example.com
+        // for curl or urllib: no one destination, so not "private"
+        // (refused all the same); the attacker's
+        // `http://evil.com\@127.0.0.1/` is the same URL the other way.
+        for url in [
+            "http://127.0.0.1\\@example.com/",
+            "http://evil.com\\@127.0.0.1/",
+            "http://a@127.0.0.1@example.com/",
+            "http://evil\u{3002}com/",
+            "http://%65xample.com/",
+            "http://0x8.8.8.8/",
+            "http://[::ffff:8.8.8.8]/",
+            "http:/example.com/",
+            "http:\\\\example.com/",
+            "http://example.com:65616/",
+            "http://exa\tmple.com/",
+        ] {
+            assert_eq!(fetch(json!({ "url": url }), none.clone()), Err("oap.url_ambiguous".into()), "{url}");
+        }
+        assert_eq!(fetch(json!({"url": "http://a b/"}), none.clone()), Err("oap.invalid_url".into()));
+        let denied =
+            check_fetch(json!({"url": "http://evil.com\\@x.org/"}).as_object().unwrap(), Limits(None));
+        assert_eq!(
+            denied.unwrap_err().message,
+            "URL parsers read this URL differently: a backslash before the path (write `/`, or `%5C` \
+             in a user name); write the URL in its plain form"
+        );
+        for url in [
+            "https://[2606:4700::1111]/",
+            "https://docs.rs/serde/latest/serde/",
+            "https://api.github.com/repos/a/b?x=1#y",
+            "http://example.com:8080/a%20b",
+            "https://user@example.com/",
+            "http://example.com/a\\b",
+        ] {
+            assert_eq!(fetch(json!({ "url": url }), none.clone()), Ok(()), "{url}");
+        }
         assert_eq!(
             fetch(json!({"url": "https://8.8.8.8/a%20b"}), none),
             Ok(()),
