@@ -460,7 +460,7 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
                         Word::Lit(text),
                     ) => match crate::languages::commands(role, text) {
                         Ok(found) => code.extend(found),
-                        Err(doubt) => doubts.push(doubt.within(&reading.name)),
+                        Err(doubt) => doubts.push(doubt.within(reading.name)),
                     },
                     (
                         Role::SedScript

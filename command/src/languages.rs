@@ -219,9 +219,11 @@ fn awk(program: &str) -> Result<Vec<String>, Finding> {
         // `print | "cmd"` or `"cmd" | getline`.
         let after = plain[at + 1..].trim_start_matches('&');
         let command = literal(after).or_else(|| {
-            let before = plain[..at].trim_end();
-            let start = before.rfind('\u{0}').and_then(|end| before[..end].rfind('\u{0}'))?;
-            literal(&before[start..])
+            // A string just before the pipe: `"\0N\0"` ends it (looked for
+            // only there, so each pipe costs the string's length at most).
+            let before = plain[..at].trim_end().strip_suffix('\u{0}')?;
+            let start = before.rfind('\u{0}')?;
+            literal(&plain[start..])
         });
         match command {
             Some(command) => found.push(command),

@@ -389,7 +389,8 @@ impl Model {
                 model.doubts.push(doubt);
             }
         }
-        let mut written: Vec<String> = Vec::new();
+        // A set: a script may write many files and run many interpreters.
+        let mut written: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut pipes = analysis::Pipes::default();
         for (index, command) in script.commands.iter().enumerate() {
             // Outside a pipeline nothing is fed, and nothing given.
@@ -427,7 +428,7 @@ impl Model {
                         .chain(reading.operands.iter().map(|(w, r)| (*w, *r)))
                     {
                         if let (Role::Write, Word::Lit(path)) = (role, value) {
-                            written.push(path::normalize(path, None).path);
+                            written.insert(path::normalize(path, None).path);
                         }
                     }
                 }
@@ -445,7 +446,7 @@ impl Model {
             for redirect in &command.redirects {
                 if let Some(target) = redirect.target.lit() {
                     if redirect.kind == RedirectKind::Write {
-                        written.push(path::normalize(target, None).path);
+                        written.insert(path::normalize(target, None).path);
                     }
                     if path::is_network(target) && e.name().is_some_and(is_interpreter) {
                         model.runtime_code.push(Finding::new(
@@ -473,7 +474,7 @@ fn runtime_code(
     script: &Script,
     index: usize,
     e: &analysis::Effective<'_>,
-    written: &[String],
+    written: &std::collections::HashSet<String>,
     unwritten_input: bool,
 ) -> Option<Finding> {
     let command = &script.commands[index];
@@ -504,7 +505,7 @@ fn runtime_code(
             if let Some(redirect) = redirected {
                 return match redirect.target.lit() {
                     Some(file) if path::is_network(file) => finding("code from the network"),
-                    Some(file) if written.iter().any(|w| *w == path::normalize(file, None).path) => {
+                    Some(file) if written.contains(&path::normalize(file, None).path) => {
                         finding("a file the same command writes")
                     }
                     Some(_) => None,

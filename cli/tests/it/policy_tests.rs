@@ -48,7 +48,7 @@ fn the_example_policies_pass_their_tests_in_every_format() {
     let out = guardhost(&["test", tests.to_str().unwrap()], None);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
-    assert!(text.ends_with("31 tests: 31 passed, 0 failed\n"), "{text}");
+    assert!(text.ends_with("41 tests: 41 passed, 0 failed\n"), "{text}");
     let out = guardhost(&["test", tests.to_str().unwrap(), "--config", config], None);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
@@ -58,11 +58,11 @@ fn the_example_policies_pass_their_tests_in_every_format() {
         ),
         "{text}"
     );
-    assert!(text.ends_with("31 tests: 31 passed, 0 failed\n"), "{text}");
+    assert!(text.ends_with("41 tests: 41 passed, 0 failed\n"), "{text}");
 
     let out = guardhost(&["test", tests.to_str().unwrap(), "--config", config, "--format", "json"], None);
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!((json["passed"].as_u64(), json["failed"].as_u64()), (Some(31), Some(0)));
+    assert_eq!((json["passed"].as_u64(), json["failed"].as_u64()), (Some(41), Some(0)));
     assert_eq!(json["files"][0]["tests"][3]["got"]["policy"], "no-dot-dot");
 
     let junit = dir.path().join("junit.xml");
@@ -83,7 +83,7 @@ fn the_example_policies_pass_their_tests_in_every_format() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     let document = roxmltree::Document::parse(&xml).unwrap();
     let suite = document.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
-    assert_eq!((suite.attribute("tests"), suite.attribute("failures")), (Some("31"), Some("0")));
+    assert_eq!((suite.attribute("tests"), suite.attribute("failures")), (Some("41"), Some("0")));
 }
 
 #[test]

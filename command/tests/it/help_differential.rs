@@ -589,7 +589,7 @@ impl Drop for TempDir {
 fn read(grammar: &'static Grammar, word: &str) -> Option<String> {
     let args = [Word::Lit(word.to_owned())];
     let reading = argv::read(grammar, &args);
-    reading.options.first().filter(|_| reading.unknown.is_empty()).map(|o| o.option.clone())
+    reading.options.first().filter(|_| reading.unknown.is_empty()).map(|o| o.option.to_owned())
 }
 
 /// The programs whose abbreviations are tried, with operands that make
@@ -690,7 +690,7 @@ fn the_abbreviations_the_issue_names() {
         }
         let words: Vec<Word> = args.iter().map(|a| Word::Lit((*a).to_owned())).collect();
         let reading = argv::read(grammar(program).unwrap(), &words);
-        let first = reading.options.first().map(|o| o.option.as_str());
+        let first = reading.options.first().map(|o| o.option);
         assert_eq!(first.filter(|_| reading.unknown.is_empty()), option, "{program} {args:?}: {reading:?}");
         let dir = TempDir::new(&format!("{program}-named"));
         let whole = taken(program, args, &dir.0);

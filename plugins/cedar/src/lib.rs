@@ -33,7 +33,8 @@
 //! | `context.is_subagent`, `context.is_internal` | booleans |
 //! | `context.time` | when the call was decided (RFC 3339 text; a `datetime` where the schema says so) |
 //! | `context.authz` | the authorization attributes, when there are any |
-//! | `context.command` | with `derive: [command]`, when the call has a string `command` argument: `{programs, names, unknown, dangerous, writes_outside}`, the command read as the shell reads it (the OAP provider's reading: every program that runs, wrappers and code handed to shells included) |
+//! | `context.command` | with `derive: [command]`, when the call has a string `command` argument: `{programs, names, unknown, dangerous, writes_outside, unverified, environment, runtime_code}`, the command read by the command model (`guardhost-command`) as the shell and each program read it: every program that runs, wrappers, code handed to shells and exec vectors included |
+//! | `context.path` | with `derive: [path]`, when the call has a string `path` (else `image_path`) argument: `{normal, lower, escapes, descriptor}`, the path normalised once (`//`, `/./`, `..`, `/proc/self/root`), in lower case too |
 //! | `context.url` | with `derive: [url]`, when the call has a string `url` argument: `{host, private, unknown, ambiguous}` (`unknown`: not an `http(s)` URL whose host can be read without doubt, `host` then empty; `ambiguous`: because URL parsers read it differently, with `unknown`; `private`: some reading reaches a private address) |
 //!
 //! # The decision
