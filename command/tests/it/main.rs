@@ -1,4 +1,5 @@
 //! The command model's integration tests, one program (see tests/README.md).
 
 mod help_differential;
+mod oracle;
 mod shell_differential;
