@@ -56,7 +56,9 @@ const INTERPRETERS: &[&str] = &[
 /// Programs that fetch data from the network.
 const DOWNLOADERS: &[&str] = &[
     "curl",
+    "curlie",
     "wget",
+    "wget2",
     "nc",
     "netcat",
     "ncat",
@@ -328,6 +330,12 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Finding> {
             let name = match first {
                 Word::Lit(name) => basename(name),
                 Word::Dyn(dynamic) => {
+                    // A function running a name known only when it runs
+                    // (`$FUNCNAME`, `"$0"`) in a pipeline or the background
+                    // may be running itself.
+                    if command.function.is_some() && (!command.stages.is_empty() || command.background) {
+                        return Err(Finding::new(DANGEROUS, "Fork bomb detected"));
+                    }
                     if let Mode::Listed = mode {
                         return Err(Finding::new(
                             UNRESOLVED,
@@ -339,9 +347,11 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Finding> {
                 }
             };
             if functions.iter().any(|f| f.name == name) {
-                if command.function.as_deref() == Some(name)
-                    && (!command.stages.is_empty() || command.background)
-                {
+                // A function that calls itself, directly or through others
+                // (`a(){ b|b& }; b(){ a; }`), in a pipeline or the
+                // background multiplies.
+                let parallel = !command.stages.is_empty() || command.background;
+                if parallel && command.function.as_deref().is_some_and(|f| calls(script, name, f)) {
                     return Err(Finding::new(DANGEROUS, "Fork bomb detected"));
                 }
                 if let Mode::Listed = mode {
@@ -377,6 +387,32 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Finding> {
         }
     }
     Ok(())
+}
+
+/// Whether function `from` reaches function `to` through the calls in the
+/// bodies of the script's functions (itself included).
+fn calls(script: &Script, from: &str, to: &str) -> bool {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut stack = vec![from];
+    while let Some(function) = stack.pop() {
+        if function == to {
+            return true;
+        }
+        if seen.contains(&function) || seen.len() > 256 {
+            continue;
+        }
+        seen.push(function);
+        for command in script.commands.iter().filter(|c| c.function.as_deref() == Some(function)) {
+            for layer in effective(&command.words).layers {
+                if let Some(callee) = layer.first().and_then(Word::lit) {
+                    if let Some(f) = script.functions.iter().find(|f| f.name == callee) {
+                        stack.push(&f.name);
+                    }
+                }
+            }
+        }
+    }
+    false
 }
 
 /// Adds the code that commands hand to a shell (`sh -c`, `eval`, text
@@ -1027,10 +1063,37 @@ pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Finding> {
                 .then(|| Finding::new(DANGEROUS, "Dangerous disk operation: dd if=/dev/"))
         }
         n if n.starts_with("mkfs")
-            || n == "mke2fs"
+            || matches!(
+                n,
+                "mke2fs" | "mkdosfs" | "mkntfs" | "mkexfatfs" | "mkfatfs" | "mformat" | "mkudffs"
+            )
             || n == "mkswap" && operands.iter().any(|w| w.lit().is_some_and(block_device)) =>
         {
             Some(Finding::new(DANGEROUS, "Filesystem creation: mkfs"))
+        }
+        // Encryption headers written or erased make a disk unreadable.
+        "cryptsetup"
+            if lits()
+                .any(|w| matches!(w.to_ascii_lowercase().as_str(), "luksformat" | "erase" | "lukserase")) =>
+        {
+            Some(Finding::new(DANGEROUS, "Dangerous disk operation: cryptsetup formats or erases a device"))
+        }
+        // `dd`'s forensic forks read `if=` and `of=` as `dd` does.
+        "dcfldd" | "dc3dd" => dangerous(&[&[Word::Lit("dd".into())], args].concat(), cd_away),
+        "setfacl" => {
+            // An ACL entry giving others (`o::`, `other::`) write, recursive
+            // or on a top-level path.
+            let recursive = lits().any(|w| w == "-R" || w == "--recursive" || short(w, 'R'));
+            let world = lits().any(|w| {
+                w.split(',').any(|entry| {
+                    let entry = entry.trim_start_matches("d:").trim_start_matches("default:");
+                    (entry.starts_with("o:") || entry.starts_with("other:"))
+                        && entry.rsplit(':').next().is_some_and(|p| p.contains('w'))
+                })
+            });
+            let top = operands.iter().any(|w| w.lit().is_some_and(top_level));
+            (world && (recursive || top))
+                .then(|| Finding::new(DANGEROUS, "Recursive world-writable permissions (setfacl o::rwx)"))
         }
         "shred" | "wipefs" | "blkdiscard" | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "sgdisk" | "gdisk"
         | "tee" | "cp" | "mv" | "cat" | "badblocks" | "hdparm" | "pv" => {
@@ -1047,16 +1110,23 @@ pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Finding> {
                 .then(|| Finding::new(DANGEROUS, "Dangerous disk operation: write to a block device"))
         }
         "chmod" | "chown" | "chgrp" => {
-            let recursive = flags.iter().any(|f| short(f, 'R') || *f == "--recursive");
-            let (mode, targets) = if name == "chmod" {
-                // The mode is the first operand (or a flag-like `-w`).
-                let mode = operands.first().and_then(|w| w.lit()).unwrap_or_default();
-                (mode, operands.get(1..).unwrap_or_default())
+            // Read as the program reads its options (`--recur`, `-R`).
+            let reading = argv::read(grammar(name)?, args);
+            let recursive = reading.has("recursive");
+            // `--reference` copies another file's mode, which the command
+            // does not show: every operand is then a target.
+            let reference = reading.has("reference");
+            let operands: Vec<&Word> = reading.operands.iter().map(|(w, _)| *w).collect();
+            let (mode, targets) = if name == "chmod" && !reference {
+                (
+                    operands.first().and_then(|w| w.lit()).unwrap_or_default(),
+                    operands.get(1..).unwrap_or_default(),
+                )
             } else {
-                ("", operands.get(1..).unwrap_or_default())
+                ("", operands.get(usize::from(name != "chmod")..).unwrap_or_default())
             };
-            let world_writable =
-                name == "chmod" && (world_writable(mode) || flags.iter().any(|f| world_writable(f)));
+            let world_writable = name == "chmod"
+                && (reference || world_writable(mode) || flags.iter().any(|f| world_writable(f)));
             let top = targets.iter().any(|w| match w {
                 Word::Lit(p) => top_level(p),
                 Word::Dyn(d) => top_level(&d.without),
@@ -1099,7 +1169,8 @@ fn split_flags(args: &[Word]) -> (Vec<&str>, Vec<&Word>) {
 
 /// Whether a `chmod` mode lets everyone write: octal with the others'
 /// write bit (`777`, `0666`), or a symbolic clause giving `o` or `a` the
-/// `w` permission (`a+rwx`, `o=w`, `ugo+w`).
+/// `w` permission or a copy of another class's (`a+rwx`, `o=w`, `ugo+w`,
+/// `go=u`).
 fn world_writable(mode: &str) -> bool {
     let mode = mode.trim_start_matches('-');
     if !mode.is_empty() && mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
@@ -1110,6 +1181,8 @@ fn world_writable(mode: &str) -> bool {
         let Some(op) = op else { return false };
         let who = &clause[..op];
         let perms = &clause[op + 1..];
-        (who.contains('o') || who.contains('a')) && perms.contains('w')
+        // `o=u`, `go+g`: others get the owner's or the group's
+        // permissions, which may include write.
+        (who.contains('o') || who.contains('a')) && perms.contains(['w', 'u', 'g'])
     })
 }

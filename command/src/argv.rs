@@ -73,7 +73,7 @@ pub fn read<'w>(grammar: &'static Grammar, args: &'w [Word]) -> Reading<'w> {
                 if !grammar.subcommands.is_empty() && operand_index == 0 {
                     reading.unknown.push("a subcommand known only when the command runs".to_owned());
                 }
-                let role = grammar.operand_role(operand_index, &reading.options);
+                let role = grammar.operand_role(operand_index, |name| reading.has(name));
                 if role == Role::Command {
                     reading.command = Some(&args[i - 1..]);
                     return reading;
@@ -101,7 +101,7 @@ pub fn read<'w>(grammar: &'static Grammar, args: &'w [Word]) -> Reading<'w> {
                     None => reading.unknown.push(format!("the subcommand `{}`", shown(text))),
                 }
             }
-            let role = grammar.operand_role(operand_index, &reading.options);
+            let role = grammar.operand_role(operand_index, |name| reading.has(name));
             match role {
                 Role::Command => {
                     reading.command = Some(&args[i - 1..]);

@@ -185,12 +185,10 @@ pub struct Grammar {
 }
 
 impl Grammar {
-    /// The role of operand `index` (0-based) given the options seen.
-    pub fn operand_role(&self, index: usize, options: &[crate::argv::Opt]) -> Role {
-        let skip = usize::from(
-            !self.first_operand_unless.is_empty()
-                && options.iter().any(|o| self.first_operand_unless.iter().any(|u| u == o.option)),
-        );
+    /// The role of operand `index` (0-based); `given` says whether an
+    /// option (by its name in the grammar) was given.
+    pub fn operand_role(&self, index: usize, given: impl Fn(&str) -> bool) -> Role {
+        let skip = usize::from(self.first_operand_unless.iter().any(|o| given(o)));
         let roles = &self.operands[skip.min(self.operands.len())..];
         roles.get(index).or(roles.last()).copied().unwrap_or(Role::Text)
     }

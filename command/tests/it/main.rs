@@ -2,4 +2,5 @@
 
 mod help_differential;
 mod oracle;
+mod rng;
 mod shell_differential;

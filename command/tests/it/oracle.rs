@@ -51,6 +51,8 @@ use std::time::{Duration, Instant};
 use guardhost_command::shell::Word;
 use guardhost_command::Model;
 
+use crate::rng::Rng;
+
 /// The home directory inside the root.
 const HOME: &str = "/home/user";
 
@@ -196,27 +198,6 @@ const KNOWN: &[(&str, &str)] = &[
     // the model lists one run per starting path.
     ("find a.txt dir -exec ls {} +", "`-exec ... +` runs once with all the paths"),
 ];
-
-/// A small deterministic generator (xorshift64*), so a failure can be
-/// replayed from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 /// Text as one single-quoted shell word.
 fn quote(text: &str) -> String {
@@ -656,7 +637,7 @@ fn words(words: &[Word]) -> String {
 #[test]
 fn the_model_lists_what_bash_runs() {
     let started = Instant::now();
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d, 0);
     let mut commands: Vec<String> = KNOWN.iter().map(|(c, _)| (*c).to_owned()).collect();
     let mut mutated = 0;
     for i in 0..1200 {

@@ -15,34 +15,7 @@ use std::process::{Command, Stdio};
 
 use guardhost_command::shell;
 
-/// A small deterministic generator (xorshift64*), so a failure can be
-/// replayed from its seed.
-struct Rng(u64, u32);
-
-impl Rng {
-    /// Runs `f` inside parentheses (a subshell or a substitution).
-    fn parens(&mut self, f: impl FnOnce(&mut Rng) -> String) -> String {
-        self.1 += 1;
-        let out = f(self);
-        self.1 -= 1;
-        out
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
+use crate::rng::Rng;
 
 fn word(rng: &mut Rng, depth: usize) -> String {
     let plain = ["ls", "-la", "/tmp/x", "a.txt", "*.md", "x=1", "--flag=v", "1", "~/d", "a\\ b", "a#x"];
