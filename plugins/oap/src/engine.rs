@@ -42,6 +42,8 @@ const HARD_CODES: &[&str] = &[
     "oap.command_too_long",
     "oap.command_too_complex",
     "oap.command_unparsable",
+    // Code made at run time handed to an interpreter cannot be checked either.
+    "oap.command_runtime_code",
 ];
 
 /// The provider's state: config, passports, packs, counters.

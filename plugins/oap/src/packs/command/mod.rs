@@ -1,10 +1,9 @@
 //! `system.command.execute.v1`: shell commands (`bash`).
 //!
-//! The command is read as `bash` reads it ([`shell`]): every simple
-//! command in every list, pipeline, subshell, function body, substitution
-//! and here-string, with its words after quote removal, and the code it
-//! hands to shells and `eval` ([`analysis`]). In APort's order, first
-//! failure wins:
+//! The command is judged on what it runs, as the command model reads it
+//! (`guardhost-command`: the script as `bash` reads it, each program's
+//! arguments with its grammar, the code and programs handed on). In
+//! APort's order, first failure wins:
 //!
 //! 1. the command is present; a `timeout` within `max_execution_time` when
 //!    that limit is set;
@@ -14,26 +13,33 @@
 //!    dd mkfs curl wget chmod chown sudo kill nc netcat` as a whole word, no
 //!    control character other than tab, newline, vertical tab, form feed and
 //!    carriage return;
-//! 3. the command can be read: at most [`shell::MAX_COMMAND_BYTES`]
-//!    (`oap.command_too_long`), nested at most [`shell::MAX_NESTING`] deep
+//! 3. the command can be read: at most 16 KiB (`oap.command_too_long`),
+//!    nested at most 32 deep, at most 64 KiB of code handed on
 //!    (`oap.command_too_complex`), valid syntax (`oap.command_unparsable`);
 //! 4. with an allowlist other than `*`: APort's chain rule unless the
 //!    passport sets `allow_chains: true` (no unquoted `; & | ( ) < >`,
 //!    newline, `#` starting a word, `$'`, `$"` or `$(`:
-//!    `oap.command_chain_unsupported`); each command written (and each
-//!    program a wrapper such as `env` or `timeout` runs) starts with an
-//!    allowed command's words (`oap.command_not_allowed`); with
-//!    `allow_chains`, output goes only to `/dev/null`, a descriptor or a
-//!    relative path inside the working directory;
-//! 5. the structural checks ([`analysis`]): the built-in dangerous
+//!    `oap.command_chain_unsupported`); every program written, wrapped or
+//!    substituted starts with an allowed entry's words
+//!    (`oap.command_not_allowed`), has a grammar and is given only options
+//!    it knows (`oap.command_unverified`, unless `trusted_commands` names
+//!    it); with `allow_chains`, output goes only to `/dev/null`, a
+//!    descriptor or a relative path inside the working directory
+//!    (`oap.command_redirect_not_allowed`); no variable that changes what
+//!    runs is set anywhere (`oap.command_environment`); the exec vectors'
+//!    code can be read (`oap.command_unverified`);
+//! 5. the structural checks (`analysis`): the built-in dangerous
 //!    operations (`oap.dangerous_operation`) and unknowns
-//!    (`oap.command_unresolved`);
+//!    (`oap.command_unresolved`), then no code made at run time handed to
+//!    an interpreter (`oap.command_runtime_code`), whatever the allowlist;
 //! 6. none of the passport's `blocked_patterns` (a pattern of several words
 //!    matches as a case-insensitive substring, a single word at word
 //!    boundaries), on the command with quotes and backslashes removed and
 //!    white space collapsed;
-//! 7. with an allowlist, every command the command runs, in substitutions
-//!    and shell code included, is allowed.
+//! 7. with an allowlist, every program the code handed on runs (`sh -c`,
+//!    `eval`, `find -exec`, `xargs`, exec vectors such as `tar
+//!    --to-command`) is allowed (`oap.command_exec_not_allowed`) and
+//!    verified as in 4.
 
 use guardhost_command::analysis::{self, Mode};
 #[cfg(test)]
