@@ -20,6 +20,8 @@
 //!   and exec vectors too), environment changes, code made at run time,
 //!   unknowns;
 //! - [`analysis`]: the built-in dangerous operations, judged on the model;
+//! - [`text`]: APort's checks on the command's text (an injection, its
+//!   dangerous strings), which the OAP provider keeps beside the model;
 //! - [`url`]: where a URL goes, read as HTTP clients read it.
 
 pub mod analysis;
@@ -30,6 +32,7 @@ mod languages;
 pub mod model;
 pub mod path;
 pub mod shell;
+pub mod text;
 pub mod url;
 
 pub use finding::{Code, Finding};

@@ -42,12 +42,13 @@
 //!    verified as in 4.
 
 use guardhost_command::analysis::{self, Mode};
-#[cfg(test)]
-use guardhost_command::model::dangerous_operation;
-use guardhost_command::model::{foreign_code, injection, normalize, writes_outside, Model, Run};
+use guardhost_command::model::{writes_outside, Model, Run};
 #[cfg(test)]
 use guardhost_command::shell;
 use guardhost_command::shell::{Via, Word};
+#[cfg(test)]
+use guardhost_command::text::dangerous_operation;
+use guardhost_command::text::{foreign_code, injection, normalize};
 use guardhost_command::Finding;
 use serde_json::{Map, Value};
 
