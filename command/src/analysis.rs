@@ -1,10 +1,11 @@
 //! The checks that read a command's structure ([`shell::Script`]): which
-//! program each simple command really runs once wrappers are unwrapped
-//! (`env`, `exec`, `command`, `busybox`, `xargs`, `nice`, `timeout`,
-//! `nohup`, `sudo` ...), the code that shells and `eval` are handed, and
-//! the built-in dangerous operations on what runs, not on the text.
+//! program each simple command really runs once wrappers are unwrapped by
+//! their grammars (`env`, `exec`, `sudo`, `timeout`, `nice`, `xargs`,
+//! `strace`, `unshare` ...: [`effective`]), the code that shells, `eval`
+//! and exec vectors are handed ([`expand`]), and the built-in dangerous
+//! operations on what runs, not on the text ([`check`]).
 //!
-//! Unknowns are denied with `oap.command_unresolved`: a command word known
+//! Unknowns are [`Code::Unresolved`]: a command word known
 //! only when the command runs (a variable, a substitution, `$IFS` tricks, a
 //! function defined in the same command) under an allowlist, or, under
 //! `*`, when it feeds or wraps an interpreter or looks like a dangerous

@@ -15,7 +15,7 @@ use brush_parser::ast;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 
 /// The longest command parsed (16 KiB). Longer ones are denied with
-/// `oap.command_too_long`: parsing is linear, and this bounds a decision to
+/// [`crate::Code::TooLong`]: parsing is linear, and this bounds a decision to
 /// a few milliseconds whatever the command holds. A longer script is
 /// written to a file (`write_file`) and run from there.
 pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
@@ -23,14 +23,14 @@ pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
 /// The deepest nesting parsed: brackets, braces, substitutions, backticks
 /// and compound-command keywords, counted by a linear scan before parsing
 /// (an over-estimate). Deeper commands are denied with
-/// `oap.command_too_complex`, so the parser's recursion stays within a
+/// [`crate::Code::TooComplex`], so the parser's recursion stays within a
 /// thread's stack.
 pub const MAX_NESTING: usize = 32;
 
 /// The most code parsed for one command, the code it hands to shells
 /// (`sh -c`, `eval`, `find -exec` ...) included: four times
 /// [`MAX_COMMAND_BYTES`]. Past it the command is denied with
-/// `oap.command_too_complex`, so code that multiplies as it is unwrapped
+/// [`crate::Code::TooComplex`], so code that multiplies as it is unwrapped
 /// cannot make a decision long.
 pub const MAX_CODE_BYTES: usize = 4 * MAX_COMMAND_BYTES;
 
