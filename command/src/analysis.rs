@@ -306,12 +306,14 @@ pub fn check(script: &mut Script, mode: Mode) -> Result<(), Finding> {
     let mut pipes = Pipes::default();
     let cd_away = script.commands.iter().any(|c| {
         let e = effective(&c.words);
-        matches!(e.name(), Some("cd" | "pushd"))
-            && match e.inner().get(1) {
-                None => true,
-                Some(Word::Lit(target)) => target == "-" || top_level(target),
-                Some(Word::Dyn(_)) => true,
-            }
+        let Some(name @ ("cd" | "pushd")) = e.name() else { return false };
+        // The target as `cd` reads it (`cd -P /` goes to `/`).
+        let Some(reading) = grammar(name).map(|g| argv::read(g, &e.inner()[1..])) else { return true };
+        match reading.operands.first().map(|(w, _)| *w) {
+            None => true,
+            Some(Word::Lit(target)) => target == "-" || top_level(target),
+            Some(Word::Dyn(_)) => true,
+        }
     });
     for (index, command) in script.commands.iter().enumerate() {
         // Outside a pipeline nothing is fed, and nothing given.
@@ -959,9 +961,17 @@ pub fn top_level(path: &str) -> bool {
     let home = path == "~" || path.starts_with("~/") || (path.starts_with('~') && !path.contains('/'));
     let absolute = path.starts_with('/') || home;
     if !absolute {
-        // Relative: only `..` steps climb out of the working directory.
-        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
-        return !parts.is_empty() && parts.iter().all(|p| *p == "..");
+        // Relative: a path that climbs out of the working directory, to
+        // the folder above or a glob there (`..`, `../*`, and
+        // `x/../../../../*`, which climbs through a real folder first).
+        let normal = path::normalize(path, None);
+        if !normal.escapes {
+            return false;
+        }
+        let below = normal.path.trim_start_matches("../");
+        return below.is_empty()
+            || below == ".."
+            || below.split('/').next().is_some_and(|p| p.contains(['*', '?', '[', '{']));
     }
     let rest = if home { path.split_once('/').map_or("", |(_, r)| r) } else { path };
     let mut parts: Vec<&str> = Vec::new();
@@ -1142,9 +1152,12 @@ pub fn dangerous(words: &[Word], cd_away: bool) -> Option<Finding> {
     }
 }
 
-/// `*`, `.`, `./*`, `.*`: everything in the working directory.
+/// `*`, `.`, `./*`, `.*`, or a glob over the entries (`[a-z]*`): what a
+/// recursive deletion takes from the working directory.
 fn relative_everything(path: &str) -> bool {
-    matches!(path, "*" | "." | "./" | "./*" | ".*" | "*/" | "./.*")
+    matches!(path, "." | "./" | "./*" | ".*" | "*/" | "./.*")
+        // Any glob over the folder's entries: `*`, `[a-z]*`, `?*`.
+        || path.trim_start_matches("./").split('/').next().is_some_and(|p| p.contains(['*', '?', '[']))
 }
 
 /// A short flag cluster holding `letter` (`-rf` holds `r`).

@@ -725,6 +725,9 @@ mod tests {
             // Paths compared after normalisation.
             ("rm -rf /proc/self/root/*", "oap.dangerous_operation", true),
             ("rm -rf //", "oap.dangerous_operation", true),
+            ("rm -rf x/../../../../*", "oap.dangerous_operation", true),
+            ("cd -P / && rm -rf *", "oap.dangerous_operation", true),
+            ("cd / && rm -rf [a-z]*", "oap.dangerous_operation", true),
             ("cat /dev/zero > /dev/./sda", "oap.command_redirect_not_allowed", true),
             ("cat /dev/zero > //dev/sda", "oap.command_redirect_not_allowed", true),
             // Allowed programs that run other programs.
