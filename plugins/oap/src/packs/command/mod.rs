@@ -180,7 +180,12 @@ fn listed(model: &Model, text: &str, limits: Limits<'_>, chains: bool, handed_on
         if let Some(what) = run.unknown.first() {
             return Err(deny(
                 "oap.command_unverified",
-                format!("Command runs '{}' with {what}, which its grammar does not know", run.name),
+                format!(
+                    "Command runs '{}' with {what}, which its grammar does not know, so what it runs cannot be \
+                     said; use the program's known options, or list it in trusted_commands to let it run \
+                     whatever it runs",
+                    run.name
+                ),
             ));
         }
         if chains && command.via == Via::Direct && run.layer == 0 && writes_outside(command) {
