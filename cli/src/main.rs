@@ -1,7 +1,8 @@
-//! The `guardhost` command: `check`, `eval`, `run`, `conformance`, `bench`
-//! and `provider-server`, over the guardhost library (`guardhost`), process
-//! isolation (`guardhost-isolation`) and the conformance kit
-//! (`guardhost-kit`). This file parses the arguments, sets up logging and
+//! The `guardhost` command: `check`, `eval`, `run`, `explain`, `test`,
+//! `conformance`, `bench`, `serve`, `mcp` and `provider-server`, over the
+//! guardhost library (`guardhost`), process isolation
+//! (`guardhost-isolation`), the conformance kit (`guardhost-kit`) and the
+//! MCP proxy (`guardhost-mcp`). This file parses the arguments, sets up logging and
 //! dispatches; each command is a module of its own, over `error` (how a
 //! command fails, and its writes to standard output) and `setup` (what every
 //! command does first). The operators' guide (`docs/operators.md`) documents them.
@@ -29,6 +30,7 @@ mod error;
 mod eval;
 mod exit_guard;
 mod explain;
+mod mcp;
 mod run;
 mod setup;
 mod test;
@@ -112,6 +114,13 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "OPTIONS")]
         options: Vec<std::ffi::OsString>,
     },
+    /// Guard an MCP server for any MCP client: `guardhost mcp --config F --
+    /// CMD ARGS...` starts the server and relays the Model Context Protocol
+    /// over stdio, deciding every tools/call (and resources/read,
+    /// prompts/get) with the configured guardrail, filtering tools/list and
+    /// pinning tool definitions (docs/mcp.md). `guardhost mcp pins` lists
+    /// and accepts changed tools.
+    Mcp(mcp::McpArgs),
     /// Serve one provider to a host over stdin/stdout (what
     /// `isolation: process` starts; not for interactive use).
     #[command(hide = true)]
@@ -144,6 +153,7 @@ fn main() -> ExitCode {
         Command::Eval(_) => Some(exit_guard::arm(exit_guard::Armed::Eval)),
         Command::Explain(_) => Some(exit_guard::arm(exit_guard::Armed::Other)),
         Command::Run(_) => Some(exit_guard::arm(exit_guard::Armed::Run)),
+        Command::Mcp(_) => Some(exit_guard::arm(exit_guard::Armed::Other)),
         Command::Conformance(_) | Command::Bench(_) | Command::Test(_) => {
             Some(exit_guard::arm(exit_guard::Armed::Other))
         }
@@ -157,6 +167,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Test(args) => test::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::ProviderServer => match guardhost_isolation::entry::run() {
             Ok(code) => Ok(ExitCode::from(code)),
             Err(error) => Err(CliError::Usage(error.to_string())),

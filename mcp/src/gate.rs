@@ -1,0 +1,188 @@
+//! The guard points: what the configured guardrail makes of a
+//! `tools/call`, a `resources/read` or a `prompts/get`, and which listed
+//! tools a client is shown.
+//!
+//! The request a provider sees:
+//! - `tools/call`: the tool's name and its `arguments`;
+//! - `resources/read`: the tool name `resources/read`, arguments `{uri}`;
+//! - `prompts/get`: the tool name `prompts/get`, arguments `{name,
+//!   arguments}`;
+//!
+//! each with the JSON-RPC id as the tool call's id, and in the context's
+//! `authz_attributes`: `mcp_server` (the server's name), `mcp_method` and,
+//! when the client said who it is at `initialize`, `mcp_client` (its
+//! `clientInfo.name`).
+
+use std::collections::HashSet;
+
+use guardhost::middleware::{denied_message, GuardKind, GuardrailMiddleware};
+use guardhost::{Approval, Ask, Guardrail, Mode, ToolCallError, ToolCallRequest};
+use serde_json::{json, Map, Value};
+
+/// What the guardrail made of a call.
+#[derive(Debug)]
+pub enum Ruling {
+    /// It may run; with the arguments a guard rewrote it to, if one did.
+    Allow {
+        /// The rewritten arguments.
+        rewritten: Option<Map<String, Value>>,
+        /// `allow`, `rewrite`, `approved`, ... as the decision log names it.
+        outcome: &'static str,
+    },
+    /// It may not: the text the client's model reads, and the first code.
+    Deny {
+        /// DeerFlow's denial text.
+        text: String,
+        /// The deciding reason's code.
+        code: String,
+    },
+    /// A guard holds it until a human approves it.
+    Ask(Box<Ask>),
+}
+
+/// The guardrail of one proxy, and the names the requests carry.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    guardrail: Option<Guardrail>,
+    server: String,
+}
+
+/// The guarded methods and the tool names a policy sees for them.
+pub fn subject(method: &str, params: &Value) -> Option<(String, Map<String, Value>)> {
+    match method {
+        "tools/call" => {
+            let name = params.get("name")?.as_str()?.to_owned();
+            let arguments = match params.get("arguments") {
+                Some(Value::Object(arguments)) => arguments.clone(),
+                _ => Map::new(),
+            };
+            Some((name, arguments))
+        }
+        "resources/read" => {
+            let uri = params.get("uri")?.clone();
+            Some(("resources/read".to_owned(), Map::from_iter([("uri".to_owned(), uri)])))
+        }
+        "prompts/get" => {
+            let mut arguments = Map::new();
+            arguments.insert("name".into(), params.get("name")?.clone());
+            arguments.insert("arguments".into(), params.get("arguments").cloned().unwrap_or(json!({})));
+            Some(("prompts/get".to_owned(), arguments))
+        }
+        _ => None,
+    }
+}
+
+impl Gate {
+    /// A gate over `guardrail` (none: every call passes, as the config says).
+    pub fn new(guardrail: Option<Guardrail>, server: impl Into<String>) -> Gate {
+        Gate { guardrail, server: server.into() }
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The tool call a guarded request is, as the providers see it.
+    pub fn call(
+        &self,
+        method: &str,
+        tool: String,
+        arguments: Map<String, Value>,
+        id: &str,
+        client: Option<&str>,
+    ) -> ToolCallRequest {
+        let mut attributes = Map::new();
+        attributes.insert("mcp_server".into(), Value::from(self.server.as_str()));
+        attributes.insert("mcp_method".into(), Value::from(method));
+        if let Some(client) = client {
+            attributes.insert("mcp_client".into(), Value::from(client));
+        }
+        let context = Map::from_iter([("authz_attributes".to_owned(), Value::Object(attributes))]);
+        ToolCallRequest::new(tool, arguments).with_id(id).with_context(context)
+    }
+
+    /// Decides `call`.
+    pub async fn decide(&self, call: &ToolCallRequest) -> Result<Ruling, ToolCallError> {
+        let Some(guardrail) = &self.guardrail else {
+            return Ok(Ruling::Allow { rewritten: None, outcome: "allow" });
+        };
+        let verdict = guardrail.middleware.acheck(call).await?;
+        if verdict.allowed() {
+            let rewritten =
+                guardhost::rewritten_args(&verdict.decision).map(|_| verdict.request.tool_input.clone());
+            let outcome = guardhost::outcome::step_outcome(&verdict.decision, verdict.provider_error);
+            return Ok(Ruling::Allow { rewritten, outcome });
+        }
+        if let Some(ask) = Ask::of(&verdict.decision) {
+            return Ok(Ruling::Ask(Box::new(ask)));
+        }
+        let code = verdict
+            .decision
+            .reasons
+            .first()
+            .map(|r| r.code.to_string())
+            .unwrap_or_else(|| "oap.denied".into());
+        Ok(Ruling::Deny { text: denied_message(&call.tool_call, &verdict.decision).content, code })
+    }
+
+    /// `call` with the approval of `ask` (by `approver`) in its context,
+    /// to be decided again.
+    pub fn approved(call: &ToolCallRequest, ask: &Ask, approver: Option<&str>) -> ToolCallRequest {
+        let approval = Approval {
+            approved: true,
+            entry: ask.entry.clone(),
+            digest: ask.digest.clone(),
+            deadline: ask.deadline,
+            approved_by: approver.map(str::to_owned),
+        };
+        let mut call = call.clone();
+        let context = call.context.get_or_insert_with(Map::new);
+        context.insert("approval".into(), serde_json::to_value(approval).expect("an approval serialises"));
+        call
+    }
+
+    /// The listed tools a client is not shown: a name the host refuses,
+    /// a tool the `authorization:` section does not let the client use, or
+    /// one that a guard which never reads the arguments denies (that guard
+    /// denies it for every call). Asked once per list.
+    pub async fn hidden(&self, names: &[&str], client: Option<&str>) -> HashSet<String> {
+        let Some(guardrail) = &self.guardrail else {
+            return HashSet::new();
+        };
+        let probe = |name: &str| self.call("tools/call", name.to_owned(), Map::new(), "tools/list", client);
+        let context = probe("").context;
+        let shown: HashSet<String> = match guardrail.filter_tools(context.as_ref(), names) {
+            Ok(shown) => shown.into_iter().collect(),
+            Err(error) => {
+                tracing::warn!(server = %self.server, "the tool filter failed ({error}): every tool is listed, and each call decided");
+                names.iter().map(|n| (*n).to_owned()).collect()
+            }
+        };
+        let mut hidden: HashSet<String> =
+            names.iter().filter(|n| !shown.contains(**n)).map(|n| (*n).to_owned()).collect();
+        // Guards that decide on the tool's name (and context) alone.
+        let blind: Vec<GuardrailMiddleware> = guardrail
+            .middleware
+            .guards()
+            .iter()
+            .filter(|guard| {
+                guard.kind() != GuardKind::Authorization
+                    && guard.mode() == Mode::Enforce
+                    && !guard.provider().reads_tool_input()
+            })
+            .map(|guard| GuardrailMiddleware::from_guard(guard.clone()))
+            .collect();
+        let shown: Vec<&str> = names.iter().copied().filter(|n| !hidden.contains(*n)).collect();
+        for name in shown {
+            for single in &blind {
+                let Ok(verdict) = single.acheck(&probe(name)).await else { continue };
+                if !verdict.allowed() && !verdict.provider_error && Ask::of(&verdict.decision).is_none() {
+                    hidden.insert(name.to_owned());
+                    break;
+                }
+            }
+        }
+        hidden
+    }
+}

@@ -1,0 +1,36 @@
+//! **guardhost-mcp**: guardhost in front of an MCP server, for any MCP
+//! client.
+//!
+//! `guardhost mcp --config F -- CMD ARGS...` starts the server `CMD
+//! ARGS...`, speaks the Model Context Protocol's stdio transport to the
+//! client on one side and to the server on the other, relays every message
+//! unchanged but for its id, and runs the configured guardrail (any
+//! provider, chain, `authorization:` section and mode) at the guard points:
+//! a `tools/call`, `resources/read` or `prompts/get` is decided before the
+//! server sees it, and a `tools/list` answer is filtered and its tools
+//! pinned. `docs/mcp.md` is the user's guide.
+//!
+//! # Map
+//! - [`message`]: JSON-RPC messages read without losing a byte (each
+//!   member's value kept as the peer wrote it);
+//! - [`framing`]: one message per line, with a size limit;
+//! - [`gate`]: the guard points and the names a policy sees;
+//! - [`pins`]: tool definitions pinned against "rug pulls";
+//! - [`proxy`]: the relay, its id maps, approvals through elicitation, a
+//!   server that dies;
+//! - [`config`]: the config file's `mcp:` section; [`error`]: how it fails.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod error;
+pub mod framing;
+pub mod gate;
+pub mod message;
+pub mod pins;
+pub mod proxy;
+
+pub use config::McpConfig;
+pub use error::McpError;
+pub use gate::Gate;
+pub use proxy::{run, Ended};

@@ -1,0 +1,763 @@
+//! The proxy: one client on one side, one MCP server on the other, every
+//! message relayed, the guard points decided on the way.
+//!
+//! One task owns all the state and handles events in order: lines
+//! from either side (read by a task each), decisions (made on tasks of
+//! their own, so a slow provider holds up only its call) and deadlines.
+//! Ids are remapped both ways: every request the proxy forwards gets an id
+//! of the proxy's own on the receiving side, and its answer goes back under
+//! the sender's id, so the proxy's own requests (an approval asked through
+//! `elicitation/create`) never collide with the peers'.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use guardhost::{Ask, ToolCallRequest};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use crate::config::McpConfig;
+use crate::framing::{next_line, Line};
+use crate::gate::{subject, Gate, Ruling};
+use crate::message::{self, raw, Kind, Message, INVALID_PARAMS, SERVER_GONE};
+use crate::pins::{Pinned, Pins};
+use crate::McpError;
+
+/// The JSON-RPC error code of a `resources/read` or `prompts/get` the
+/// guardrail denied (a `tools/call` is answered with a result whose
+/// `isError` is true instead, for the model to read).
+pub const DENIED: i64 = -32001;
+
+/// The reason code of a call to a tool withheld because its definition
+/// changed since it was pinned.
+pub const TOOL_CHANGED: &str = "guardhost.mcp.tool_changed";
+
+/// How long the server is given to exit after the client closed its side.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Messages queued towards one side before the proxy waits for it.
+const QUEUE: usize = 1024;
+
+/// Something the proxy handles.
+enum Event {
+    /// A line from the client; `None` at its end.
+    Client(Option<std::io::Result<Line>>),
+    /// A line from the server; `None` at its end.
+    Server(Option<std::io::Result<Line>>),
+    /// A guarded request decided.
+    Decided {
+        message: Message,
+        call: Box<ToolCallRequest>,
+        ruling: Result<Ruling, String>,
+        approved: bool,
+        started: Instant,
+    },
+    /// A `tools/list` answer, with the tools to hide.
+    Listed { message: Message, hidden: HashSet<String> },
+    /// An approval's deadline passed (the proxy's id of its elicitation).
+    AskExpired(u64),
+    /// The grace period after the server's input closed ended.
+    Grace,
+}
+
+/// A request the proxy sent to the server.
+struct ToServer {
+    /// The client's id.
+    id: Box<RawValue>,
+    /// Its method.
+    method: String,
+}
+
+/// A request the proxy sent to the client.
+enum ToClient {
+    /// The server's request, relayed: the server's id.
+    Relayed(Box<RawValue>),
+    /// An approval asked for a held call.
+    Approval { message: Message, call: Box<ToolCallRequest>, ask: Box<Ask> },
+}
+
+/// How a proxy run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The client closed its side.
+    ClientClosed,
+    /// The server exited first (how, as text).
+    ServerExited(String),
+}
+
+/// Starts the server `command` and proxies between `client_in` /
+/// `client_out` and it until either side ends.
+pub async fn run<R, W>(
+    gate: Gate,
+    config: McpConfig,
+    command: &[OsString],
+    client_in: R,
+    client_out: W,
+) -> Result<Ended, McpError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let Some((program, args)) = command.split_first() else {
+        return Err(McpError::NoServer);
+    };
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| McpError::Spawn { program: program.to_string_lossy().into_owned(), source })?;
+    let server_in = child.stdin.take().expect("stdin is piped");
+    let server_out = child.stdout.take().expect("stdout is piped");
+    let pins = if config.pinning { Some(Pins::open(config.pins.clone())?) } else { None };
+
+    let (events_tx, mut events) = mpsc::channel(QUEUE);
+    let limit = config.max_message_bytes;
+    spawn_reader(client_in, limit, events_tx.clone(), Event::Client);
+    spawn_reader(server_out, limit, events_tx.clone(), Event::Server);
+    let (client_tx, client_writer) = spawn_writer(client_out);
+    let (server_tx, server_writer) = spawn_writer(server_in);
+
+    let mut proxy = Proxy {
+        gate: Arc::new(gate),
+        pins,
+        events: events_tx,
+        client: client_tx,
+        server: Some(server_tx),
+        limit,
+        next_server_id: 0,
+        next_client_id: 0,
+        to_server: HashMap::new(),
+        to_client: HashMap::new(),
+        deciding: HashMap::new(),
+        client_name: None,
+        elicitation: false,
+        hidden: HashSet::new(),
+        withheld: HashMap::new(),
+    };
+    // Once the client closed its side: the server's input is closed as soon
+    // as no call waits for a decision (closing it is how stdio asks a
+    // server to exit), and what the server still answers is relayed until
+    // it exits or the grace period ends.
+    let mut client_closed = false;
+    let ended = loop {
+        if client_closed && proxy.server.is_some() && proxy.deciding.is_empty() {
+            proxy.server = None;
+            let events = proxy.events.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+                let _ = events.send(Event::Grace).await;
+            });
+        }
+        let Some(event) = events.recv().await else { break Ended::ClientClosed };
+        match event {
+            Event::Client(Some(Ok(line))) => proxy.client_line(line).await,
+            Event::Client(end) => {
+                if let Some(Err(error)) = end {
+                    tracing::error!("reading the client's messages failed: {error}");
+                }
+                client_closed = true;
+                proxy.client_closed().await;
+            }
+            Event::Server(Some(Ok(line))) => proxy.server_line(line).await,
+            Event::Server(end) => {
+                if let Some(Err(error)) = end {
+                    tracing::error!(server = %proxy.gate.server(), "reading the server's messages failed: {error}");
+                }
+                let how = exit_status(&mut child).await;
+                if client_closed {
+                    break Ended::ClientClosed;
+                }
+                break Ended::ServerExited(how);
+            }
+            Event::Decided { message, call, ruling, approved, started } => {
+                proxy.decided(message, *call, ruling, approved, started).await
+            }
+            Event::Listed { message, hidden } => proxy.listed(message, hidden).await,
+            Event::AskExpired(id) => proxy.ask_expired(id).await,
+            Event::Grace => {
+                tracing::warn!(server = %proxy.gate.server(), "the MCP server did not exit within {SHUTDOWN_GRACE:?} of its input closing: killed");
+                let _ = child.kill().await;
+                break Ended::ClientClosed;
+            }
+        }
+    };
+    if let Ended::ServerExited(how) = &ended {
+        tracing::error!(server = %proxy.gate.server(), "the MCP server exited ({how})");
+        proxy.server_gone(how).await;
+    }
+    drop(proxy);
+    let _ = server_writer.await;
+    let _ = client_writer.await;
+    Ok(ended)
+}
+
+/// How the server ended, once it has (given a moment after its output closed).
+async fn exit_status(child: &mut Child) -> String {
+    match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+        Ok(Ok(status)) => status.to_string(),
+        Ok(Err(error)) => format!("its status is unknown: {error}"),
+        Err(_) => "it closed its output and is still running".to_owned(),
+    }
+}
+
+fn spawn_reader<R>(
+    reader: R,
+    limit: usize,
+    events: mpsc::Sender<Event>,
+    wrap: fn(Option<std::io::Result<Line>>) -> Event,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut reader = BufReader::with_capacity(64 * 1024, reader);
+        loop {
+            let line = next_line(&mut reader, limit).await.transpose();
+            let end = !matches!(line, Some(Ok(_)));
+            if events.send(wrap(line)).await.is_err() || end {
+                return;
+            }
+        }
+    });
+}
+
+fn spawn_writer<W>(mut writer: W) -> (mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<()>)
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
+    let task = tokio::spawn(async move {
+        while let Some(mut line) = rx.recv().await {
+            line.push(b'\n');
+            if writer.write_all(&line).await.is_err() || writer.flush().await.is_err() {
+                return;
+            }
+        }
+        let _ = writer.shutdown().await;
+    });
+    (tx, task)
+}
+
+struct Proxy {
+    gate: Arc<Gate>,
+    pins: Option<Pins>,
+    events: mpsc::Sender<Event>,
+    client: mpsc::Sender<Vec<u8>>,
+    /// `None` once the client closed its side.
+    server: Option<mpsc::Sender<Vec<u8>>>,
+    limit: usize,
+    next_server_id: u64,
+    next_client_id: u64,
+    to_server: HashMap<u64, ToServer>,
+    to_client: HashMap<u64, ToClient>,
+    /// Guarded requests being decided, by the client's id (its JSON text):
+    /// whether the client cancelled it meanwhile.
+    deciding: HashMap<String, bool>,
+    client_name: Option<String>,
+    elicitation: bool,
+    /// Tools the last lists hid.
+    hidden: HashSet<String>,
+    /// Tools withheld as changed since pinned: (pinned, offered).
+    withheld: HashMap<String, (String, String)>,
+}
+
+impl Proxy {
+    async fn to_client(&self, message: &Message) {
+        let _ = self.client.send(message.to_line()).await;
+    }
+
+    async fn reply_error(&self, id: Option<Box<RawValue>>, code: i64, text: &str) {
+        self.to_client(&Message::error(id, code, text)).await;
+    }
+
+    async fn client_line(&mut self, line: Line) {
+        let message = match line {
+            Line::Message(bytes) => Message::parse(&bytes),
+            Line::TooLong(length) => {
+                let text = format!(
+                    "the message is {length} bytes, over this proxy's limit of {} (mcp.max_message_bytes)",
+                    self.limit
+                );
+                tracing::warn!("a client message was refused: {text}");
+                return self.reply_error(None, message::INVALID_REQUEST, &text).await;
+            }
+        };
+        let mut message = match message {
+            Ok(message) => message,
+            Err(problem) => {
+                tracing::warn!("a client line was refused: {problem}");
+                return self.reply_error(None, problem.code(), &problem.to_string()).await;
+            }
+        };
+        match message.kind().expect("parsed messages have a kind") {
+            Kind::Request => {
+                let method = message.method().unwrap_or_default();
+                if method == "initialize" {
+                    self.initializing(&message);
+                }
+                match method.as_str() {
+                    "tools/call" | "resources/read" | "prompts/get" => self.guard(message, method).await,
+                    _ => self.forward_request(message, method).await,
+                }
+            }
+            Kind::Notification => {
+                if message.method().as_deref() == Some("notifications/cancelled")
+                    && !self.client_cancelled(&mut message).await
+                {
+                    return;
+                }
+                self.to_server(message).await
+            }
+            Kind::Response => self.client_answered(message).await,
+        }
+    }
+
+    /// Remembers what the client said of itself.
+    fn initializing(&mut self, message: &Message) {
+        let params = message.value("params").unwrap_or_default();
+        self.client_name = params.pointer("/clientInfo/name").and_then(Value::as_str).map(str::to_owned);
+        self.elicitation = params.pointer("/capabilities/elicitation").is_some_and(Value::is_object);
+    }
+
+    async fn to_server(&self, message: Message) {
+        match &self.server {
+            Some(server) => {
+                let _ = server.send(message.to_line()).await;
+            }
+            None => tracing::debug!("a message after the client closed its side was not relayed"),
+        }
+    }
+
+    async fn forward_request(&mut self, mut message: Message, method: String) {
+        let id = message.take("id").expect("a request has an id");
+        if self.server.is_none() {
+            return self.reply_error(Some(id), SERVER_GONE, "the MCP server is gone").await;
+        }
+        self.next_server_id += 1;
+        let proxy_id = self.next_server_id;
+        message.set("id", raw(&Value::from(proxy_id)));
+        self.to_server.insert(proxy_id, ToServer { id, method });
+        self.to_server(message).await
+    }
+
+    /// A guarded request: decided on a task of its own.
+    async fn guard(&mut self, message: Message, method: String) {
+        let id = message.get("id").expect("a request has an id").to_owned();
+        let params = message.value("params").unwrap_or_default();
+        let Some((tool, arguments)) = subject(&method, &params) else {
+            let needs = match method.as_str() {
+                "tools/call" => "params.name (a string)",
+                "resources/read" => "params.uri",
+                _ => "params.name",
+            };
+            return self.reply_error(Some(id), INVALID_PARAMS, &format!("{method} needs {needs}")).await;
+        };
+        if method == "tools/call" {
+            if let Some((pinned, offered)) = self.withheld.get(&tool) {
+                let text = format!(
+                    "Guardrail denied: tool '{tool}' was blocked ({TOOL_CHANGED}). Reason: its description or input \
+                     schema changed since it was pinned ({pinned}, now {offered}); an operator must accept the new \
+                     version (guardhost mcp pins accept {}/{tool}). Choose an alternative approach.",
+                    self.gate.server()
+                );
+                tracing::warn!(server = %self.gate.server(), tool = %tool, code = TOOL_CHANGED, "call refused");
+                return self.deny(id, &method, &text, TOOL_CHANGED).await;
+            }
+            if self.hidden.contains(&tool) {
+                return self.reply_error(Some(id), INVALID_PARAMS, &format!("Unknown tool: {tool}")).await;
+            }
+        }
+        let call = self.gate.call(&method, tool, arguments, id.get(), self.client_name.as_deref());
+        self.decide(message, call, false);
+    }
+
+    fn decide(&mut self, message: Message, call: ToolCallRequest, approved: bool) {
+        let key = message.get("id").map(|id| id.get().to_owned()).unwrap_or_default();
+        self.deciding.insert(key, false);
+        let gate = Arc::clone(&self.gate);
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let ruling = gate.decide(&call).await.map_err(|e| e.to_string());
+            let _ = events
+                .send(Event::Decided { message, call: Box::new(call), ruling, approved, started })
+                .await;
+        });
+    }
+
+    async fn decided(
+        &mut self,
+        mut message: Message,
+        call: ToolCallRequest,
+        ruling: Result<Ruling, String>,
+        approved: bool,
+        started: Instant,
+    ) {
+        let id = message.get("id").expect("a request has an id").to_owned();
+        let method = message.method().unwrap_or_default();
+        if self.deciding.remove(id.get()) == Some(true) {
+            tracing::info!(server = %self.gate.server(), tool = call.tool_call.name.as_deref().unwrap_or_default(), "decided after the client cancelled it: dropped");
+            return;
+        }
+        let tool = call.tool_call.name.clone().unwrap_or_default();
+        let micros = started.elapsed().as_micros() as u64;
+        match ruling {
+            Ok(Ruling::Allow { rewritten, outcome }) => {
+                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, outcome, micros, "decided");
+                if let Some(arguments) = rewritten {
+                    let mut params = message.value("params").unwrap_or_else(|| json!({}));
+                    params["arguments"] = Value::Object(arguments);
+                    message.set("params", raw(&params));
+                }
+                self.forward_request(message, method).await
+            }
+            Ok(Ruling::Deny { text, code }) => {
+                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, code = %code, micros, "denied");
+                self.deny(id, &method, &text, &code).await
+            }
+            Ok(Ruling::Ask(ask)) if self.elicitation && !approved => {
+                tracing::info!(server = %self.gate.server(), tool = %tool, entry = %ask.entry, digest = %ask.digest, "held for approval: asking the client");
+                self.ask(message, call, ask).await
+            }
+            Ok(Ruling::Ask(ask)) => {
+                let why = if approved {
+                    "it was approved, and a guard asked again".to_owned()
+                } else {
+                    "this client cannot be asked (it declared no elicitation capability at initialize)"
+                        .to_owned()
+                };
+                let text = format!(
+                    "Guardrail denied: tool '{tool}' was held for approval (guardhost.approval_required). Reason: it \
+                     needs a human's approval (entry '{}', digest {}, until {}), and {why}. Choose an alternative \
+                     approach.",
+                    ask.entry, ask.digest, ask.deadline
+                );
+                tracing::warn!(server = %self.gate.server(), tool = %tool, entry = %ask.entry, "an ask could not be put to a human: denied");
+                self.deny(id, &method, &text, "guardhost.approval_required").await
+            }
+            Err(error) => {
+                tracing::error!(server = %self.gate.server(), tool = %tool, "the guardrail failed: {error}");
+                let text = format!(
+                    "Guardrail denied: tool '{tool}' was blocked (guardhost.guardrail_error). Reason: the guardrail \
+                     could not decide: {error}. Choose an alternative approach."
+                );
+                self.deny(id, &method, &text, "guardhost.guardrail_error").await
+            }
+        }
+    }
+
+    /// Answers a guarded request the guardrail denied: a tool result the
+    /// model reads for `tools/call`, a JSON-RPC error otherwise.
+    async fn deny(&self, id: Box<RawValue>, method: &str, text: &str, code: &str) {
+        if method == "tools/call" {
+            let result = json!({"content": [{"type": "text", "text": text}], "isError": true});
+            self.to_client(&Message::result(id, raw(&result))).await
+        } else {
+            let error = json!({"code": DENIED, "message": text, "data": {"code": code}});
+            let message = Message::from_members(vec![
+                ("jsonrpc".into(), raw(&Value::from("2.0"))),
+                ("id".into(), id),
+                ("error".into(), raw(&error)),
+            ]);
+            self.to_client(&message).await
+        }
+    }
+
+    /// Puts a held call to the client's user through `elicitation/create`.
+    async fn ask(&mut self, message: Message, call: ToolCallRequest, ask: Box<Ask>) {
+        self.next_client_id += 1;
+        let proxy_id = self.next_client_id;
+        let tool = call.tool_call.name.clone().unwrap_or_default();
+        let arguments = serde_json::to_string_pretty(&call.tool_call.args).unwrap_or_default();
+        let wait = ask.deadline.saturating_sub(guardhost::outcome::unix_now());
+        let text = format!(
+            "Approve the call of tool '{tool}' on MCP server '{}'?\n\nArguments:\n{arguments}\n\nAsked by guardrail \
+             entry '{}' (call digest {}). Accept to run it, decline to refuse it; after {wait} s it is refused.",
+            self.gate.server(),
+            ask.entry,
+            ask.digest
+        );
+        let params = json!({"message": text, "requestedSchema": {"type": "object", "properties": {}}});
+        self.to_client(&Message::request(proxy_id, "elicitation/create", &params)).await;
+        self.to_client.insert(proxy_id, ToClient::Approval { message, call: Box::new(call), ask });
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            let _ = events.send(Event::AskExpired(proxy_id)).await;
+        });
+    }
+
+    async fn ask_expired(&mut self, proxy_id: u64) {
+        let Some(ToClient::Approval { message, call, ask }) = self.to_client.remove(&proxy_id) else {
+            return;
+        };
+        let cancel = json!({"requestId": proxy_id, "reason": "the approval's deadline passed"});
+        self.to_client(&Message::notification("notifications/cancelled", &cancel)).await;
+        self.refuse_unapproved(message, &call, &ask, "no answer came before its deadline").await
+    }
+
+    async fn refuse_unapproved(&self, message: Message, call: &ToolCallRequest, ask: &Ask, why: &str) {
+        let tool = call.tool_call.name.as_deref().unwrap_or_default();
+        let id = message.get("id").expect("a request has an id").to_owned();
+        let method = message.method().unwrap_or_default();
+        tracing::warn!(server = %self.gate.server(), tool, entry = %ask.entry, digest = %ask.digest, "not approved: {why}");
+        let text = format!(
+            "Guardrail denied: tool '{tool}' was not approved (guardhost.approval_refused). Reason: it needed a \
+             human's approval and {why}. Choose an alternative approach."
+        );
+        self.deny(id, &method, &text, "guardhost.approval_refused").await
+    }
+
+    /// The client closed its side: held calls cannot be approved any more.
+    async fn client_closed(&mut self) {
+        let held: Vec<u64> = self
+            .to_client
+            .iter()
+            .filter(|(_, pending)| matches!(pending, ToClient::Approval { .. }))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in held {
+            if let Some(ToClient::Approval { message, call, ask }) = self.to_client.remove(&id) {
+                self.refuse_unapproved(message, &call, &ask, "the client closed its side before answering")
+                    .await;
+            }
+        }
+    }
+
+    /// A client's cancellation: of a call being decided (it is dropped
+    /// when decided), of a held call (its elicitation is cancelled), or of
+    /// a request the server has (its id remapped). Whether to relay it.
+    async fn client_cancelled(&mut self, message: &mut Message) -> bool {
+        let mut params = message.value("params").unwrap_or_default();
+        let Some(target) = params.get("requestId").map(Value::to_string) else { return true };
+        if let Some(cancelled) = self.deciding.get_mut(&target) {
+            *cancelled = true;
+            return false;
+        }
+        let held = self.to_client.iter().find_map(|(proxy_id, pending)| match pending {
+            ToClient::Approval { message, .. }
+                if message.get("id").map(RawValue::get) == Some(target.as_str()) =>
+            {
+                Some(*proxy_id)
+            }
+            _ => None,
+        });
+        if let Some(proxy_id) = held {
+            self.to_client.remove(&proxy_id);
+            let cancel = json!({"requestId": proxy_id, "reason": "the call was cancelled"});
+            self.to_client(&Message::notification("notifications/cancelled", &cancel)).await;
+            return false;
+        }
+        let forwarded =
+            self.to_server.iter().find(|(_, pending)| pending.id.get() == target).map(|(id, _)| *id);
+        if let Some(proxy_id) = forwarded {
+            params["requestId"] = Value::from(proxy_id);
+            message.set("params", raw(&params));
+        }
+        true
+    }
+
+    /// The client's answer to a request of the server's or of the proxy's.
+    async fn client_answered(&mut self, mut message: Message) {
+        let pending = message.numeric_id().and_then(|id| self.to_client.remove(&id));
+        match pending {
+            Some(ToClient::Relayed(id)) => {
+                message.set("id", id);
+                self.to_server(message).await
+            }
+            Some(ToClient::Approval { message: held, call, ask }) => {
+                let action = message.value("result").and_then(|r| r.get("action").cloned());
+                match action.as_ref().and_then(Value::as_str) {
+                    Some("accept") => {
+                        tracing::info!(server = %self.gate.server(), entry = %ask.entry, digest = %ask.digest, "approved through elicitation");
+                        let approved = Gate::approved(&call, &ask, self.client_name.as_deref());
+                        self.decide(held, approved, true)
+                    }
+                    Some("decline") => {
+                        self.refuse_unapproved(held, &call, &ask, "the user declined it").await
+                    }
+                    Some("cancel") => {
+                        self.refuse_unapproved(held, &call, &ask, "the user dismissed the question").await
+                    }
+                    _ => {
+                        self.refuse_unapproved(
+                            held,
+                            &call,
+                            &ask,
+                            "the client answered the question with an error",
+                        )
+                        .await
+                    }
+                }
+            }
+            None => tracing::warn!(
+                "a client response to no request the proxy sent was dropped (id {})",
+                message.get("id").map(RawValue::get).unwrap_or("none")
+            ),
+        }
+    }
+
+    async fn server_line(&mut self, line: Line) {
+        let message = match line {
+            Line::Message(bytes) => Message::parse(&bytes),
+            Line::TooLong(length) => {
+                tracing::error!(server = %self.gate.server(), "a server message of {length} bytes, over the limit (mcp.max_message_bytes), was dropped");
+                return;
+            }
+        };
+        let mut message = match message {
+            Ok(message) => message,
+            Err(problem) => {
+                tracing::error!(server = %self.gate.server(), "a server line was dropped: {problem}");
+                return;
+            }
+        };
+        match message.kind().expect("parsed messages have a kind") {
+            Kind::Request => {
+                // Sampling, elicitation, roots, ping: relayed under an id of the proxy's.
+                let id = message.take("id").expect("a request has an id");
+                self.next_client_id += 1;
+                let proxy_id = self.next_client_id;
+                message.set("id", raw(&Value::from(proxy_id)));
+                self.to_client.insert(proxy_id, ToClient::Relayed(id));
+                self.to_client(&message).await
+            }
+            Kind::Notification => {
+                if message.method().as_deref() == Some("notifications/cancelled") {
+                    self.server_cancelled(&mut message);
+                }
+                self.to_client(&message).await
+            }
+            Kind::Response => {
+                let Some(pending) = message.numeric_id().and_then(|id| self.to_server.remove(&id)) else {
+                    tracing::warn!(server = %self.gate.server(), "a server response to no request the proxy sent was dropped");
+                    return;
+                };
+                message.set("id", pending.id);
+                if pending.method == "tools/list" && message.get("result").is_some() {
+                    return self.listing(message).await;
+                }
+                self.to_client(&message).await
+            }
+        }
+    }
+
+    /// The server's cancellation of a request it sent: the id the client knows.
+    fn server_cancelled(&self, message: &mut Message) {
+        let mut params = message.value("params").unwrap_or_default();
+        let Some(target) = params.get("requestId").map(Value::to_string) else { return };
+        let relayed = self.to_client.iter().find_map(|(proxy_id, pending)| match pending {
+            ToClient::Relayed(id) if id.get() == target => Some(*proxy_id),
+            _ => None,
+        });
+        if let Some(proxy_id) = relayed {
+            params["requestId"] = Value::from(proxy_id);
+            message.set("params", raw(&params));
+        }
+    }
+
+    /// A `tools/list` answer: pins checked here, the filter asked on a task.
+    async fn listing(&mut self, message: Message) {
+        let tools: Vec<Value> = message
+            .value("result")
+            .and_then(|r| r.get("tools").cloned())
+            .and_then(|t| serde_json::from_value(t).ok())
+            .unwrap_or_default();
+        let names: Vec<String> = tools
+            .iter()
+            .map(|t| t.get("name").and_then(Value::as_str).unwrap_or_default().to_owned())
+            .collect();
+        if let Some(pins) = &mut self.pins {
+            match pins.check(self.gate.server(), &tools) {
+                Ok(states) => {
+                    for (name, state) in names.iter().zip(states) {
+                        match state {
+                            Pinned::Changed { pinned, offered } => {
+                                tracing::warn!(server = %self.gate.server(), tool = %name, pinned = %pinned, offered = %offered, "the tool's definition changed since it was pinned: withheld until accepted (guardhost mcp pins accept)");
+                                self.withheld.insert(name.clone(), (pinned, offered));
+                            }
+                            Pinned::New | Pinned::Same => {
+                                self.withheld.remove(name);
+                            }
+                        }
+                    }
+                }
+                Err(error) => {
+                    // Fail closed: an unreadable pins file withholds every tool.
+                    tracing::error!(server = %self.gate.server(), "the pins could not be checked ({error}): every listed tool is withheld");
+                    for name in &names {
+                        self.withheld.insert(name.clone(), ("unreadable".into(), "unknown".into()));
+                    }
+                }
+            }
+        }
+        let gate = Arc::clone(&self.gate);
+        let client = self.client_name.clone();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let hidden = gate.hidden(&refs, client.as_deref()).await;
+            let _ = events.send(Event::Listed { message, hidden }).await;
+        });
+    }
+
+    async fn listed(&mut self, mut message: Message, hidden: HashSet<String>) {
+        for name in &hidden {
+            tracing::info!(server = %self.gate.server(), tool = %name, "not listed: the configuration denies every call of it");
+        }
+        self.hidden.extend(hidden);
+        let result = message.get("result").expect("a listing has a result");
+        if let Some(mut members) = message::object(result) {
+            if let Some((_, tools)) = members.iter_mut().find(|(k, _)| k == "tools") {
+                if let Ok(list) = serde_json::from_str::<Vec<Box<RawValue>>>(tools.get()) {
+                    let kept: Vec<Box<RawValue>> = list
+                        .into_iter()
+                        .filter(|tool| {
+                            let name = serde_json::from_str::<Value>(tool.get())
+                                .ok()
+                                .and_then(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
+                                .unwrap_or_default();
+                            !self.hidden.contains(&name) && !self.withheld.contains_key(&name)
+                        })
+                        .collect();
+                    *tools =
+                        RawValue::from_string(serde_json::to_string(&kept).expect("raw values serialise"))
+                            .expect("a list of JSON values is JSON");
+                }
+            }
+            message.set("result", message::to_object(&members));
+        }
+        self.to_client(&message).await
+    }
+
+    /// The server is gone: every request it had, or that waits for a
+    /// decision, is answered with an error.
+    async fn server_gone(&mut self, how: &str) {
+        let text = format!("the MCP server '{}' exited ({how}) before answering", self.gate.server());
+        let mut pending: Vec<(u64, ToServer)> = self.to_server.drain().collect();
+        pending.sort_by_key(|(id, _)| *id);
+        for (_, request) in pending {
+            self.reply_error(Some(request.id), SERVER_GONE, &text).await;
+        }
+        for key in self.deciding.keys() {
+            if let Ok(id) = RawValue::from_string(key.clone()) {
+                self.reply_error(Some(id), SERVER_GONE, &text).await;
+            }
+        }
+        let held: Vec<ToClient> = self.to_client.drain().map(|(_, pending)| pending).collect();
+        for pending in held {
+            if let ToClient::Approval { message, .. } = pending {
+                let id = message.get("id").expect("a request has an id").to_owned();
+                self.reply_error(Some(id), SERVER_GONE, &text).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+"""Shared set-up of guardhost mcp's tests: the guardhost command, the test
+server, configs written to a temporary folder, and clients of the official
+MCP SDK connected directly to a server or through the proxy.
+
+scripts/test-mcp sets GUARDHOST_CLI (the command under test) and, when Node
+and the npm registry were there, GUARDHOST_MCP_NODE_MODULES (where the npm
+servers are installed).
+"""
+
+import contextlib
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mcp import Client, StdioServerParameters
+
+HERE = Path(__file__).resolve().parent
+SERVER = HERE / "server_under_test.py"
+GUARDHOST = os.environ.get("GUARDHOST_CLI")
+
+if not GUARDHOST:
+    pytest.exit("GUARDHOST_CLI is not set: run these tests with scripts/test-mcp", returncode=2)
+
+
+def server_command(*extra):
+    """The test server's command line."""
+    return [sys.executable, str(SERVER), *extra]
+
+
+def proxy_command(config, server=None, name=None):
+    """guardhost mcp in front of `server` (the test server by default)."""
+    args = [GUARDHOST, "mcp", "--config", str(config)]
+    if name:
+        args += ["--name", name]
+    return args + ["--", *(server or server_command())]
+
+
+def stdio(command, env=None):
+    environment = dict(os.environ)
+    environment.update(env or {})
+    # The proxy's own logs at info, so a failing test shows its decisions.
+    environment.setdefault("GUARDHOST_LOG", "info")
+    return StdioServerParameters(command=command[0], args=command[1:], env=environment)
+
+
+@contextlib.asynccontextmanager
+async def client(command, env=None, mode="legacy", **callbacks):
+    """A client of the official SDK over stdio; the handshake era by
+    default (initialize), `mode="auto"` for the 2026-07-28 form."""
+    async with Client(stdio(command, env), mode=mode, **callbacks) as c:
+        yield c
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    """Writes a config file (YAML text, dedented) and gives its path."""
+
+    def write(text, name="config.yaml"):
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+def text_of(result):
+    """A tool result's text."""
+    return "".join(part.text for part in result.content if part.type == "text")
+
+
+def dump(result):
+    """A result as JSON, for comparing the direct answer with the proxied one."""
+    return result.model_dump(mode="json", exclude_none=True)
