@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use guardhost_mcp::{config::DEFAULT_NAME, pins, Ended, Gate, McpConfig, McpError};
 
 use crate::error::CliError;
-use crate::setup::{async_runtime, load_guardrail, required, warn_unguarded};
+use crate::setup::{load_guardrail, required, warn_unguarded};
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -127,9 +127,18 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
     let mcp = mcp_config(args.config.as_deref())?;
     let name = args.name.or_else(|| mcp.name.clone()).unwrap_or_else(|| DEFAULT_NAME.to_owned());
     let gate = Gate::new(guardrail, name);
-    let runtime = async_runtime()?;
+    // One thread: the relay's tasks hand each message on within it, with no
+    // thread switch (decisions take microseconds; a provider that waits
+    // does so asynchronously, or on the threads of `provider.timeout_ms`).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| CliError::Io { what: "cannot start the async runtime".into(), source })?;
     let ended = runtime
-        .block_on(guardhost_mcp::run(gate, mcp, &args.server, tokio::io::stdin(), tokio::io::stdout()))
+        .block_on(async {
+            let (input, output) = guardhost_mcp::stdio::client();
+            guardhost_mcp::run(gate, mcp, &args.server, input, output).await
+        })
         .map_err(mcp_error)?;
     // The runtime's blocking stdin reader never returns on its own.
     runtime.shutdown_background();

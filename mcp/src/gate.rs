@@ -15,8 +15,11 @@
 
 use std::collections::HashSet;
 
-use guardhost::middleware::{denied_message, GuardKind, GuardrailMiddleware};
-use guardhost::{Approval, Ask, Guardrail, Mode, ToolCallError, ToolCallRequest};
+use guardhost::middleware::{denied_message, Guard, GuardKind};
+use guardhost::provider::aevaluate_call;
+use guardhost::{
+    Approval, Ask, CallView, Guardrail, Mode, Timestamp, ToolCallError, ToolCallRequest, OUTCOME_KEY,
+};
 use serde_json::{json, Map, Value};
 
 /// What the guardrail made of a call.
@@ -161,8 +164,10 @@ impl Gate {
         };
         let mut hidden: HashSet<String> =
             names.iter().filter(|n| !shown.contains(**n)).map(|n| (*n).to_owned()).collect();
-        // Guards that decide on the tool's name (and context) alone.
-        let blind: Vec<GuardrailMiddleware> = guardrail
+        // Enforcing guards that decide on the tool's name (and context)
+        // alone, asked as the tool filter asks: the provider directly, with
+        // no arguments, nothing audited or logged (no call was made).
+        let blind: Vec<&Guard> = guardrail
             .middleware
             .guards()
             .iter()
@@ -171,15 +176,20 @@ impl Gate {
                     && guard.mode() == Mode::Enforce
                     && !guard.provider().reads_tool_input()
             })
-            .map(|guard| GuardrailMiddleware::from_guard(guard.clone()))
             .collect();
-        let shown: Vec<&str> = names.iter().copied().filter(|n| !hidden.contains(*n)).collect();
-        for name in shown {
-            for single in &blind {
-                let Ok(verdict) = single.acheck(&probe(name)).await else { continue };
-                if !verdict.allowed() && !verdict.provider_error && Ask::of(&verdict.decision).is_none() {
-                    hidden.insert(name.to_owned());
-                    break;
+        let now = Timestamp::now();
+        let empty = Map::new();
+        for name in names.iter().copied().filter(|n| !hidden.contains(*n)).collect::<Vec<_>>() {
+            let call = probe(name);
+            for guard in blind.iter().filter(|guard| guard.selects(name)) {
+                let Ok(view) = CallView::new(&call, &empty, guard.passport(), now.as_str()) else { continue };
+                match aevaluate_call(guard.provider().as_ref(), &view).await {
+                    // An ask or a rewrite (under the outcome key) is no denial.
+                    Ok(decision) if !decision.allow && !decision.metadata.contains_key(OUTCOME_KEY) => {
+                        hidden.insert(name.to_owned());
+                        break;
+                    }
+                    _ => {}
                 }
             }
         }

@@ -18,6 +18,8 @@
 //! - [`pins`]: tool definitions pinned against "rug pulls";
 //! - [`proxy`]: the relay, its id maps, approvals through elicitation, a
 //!   server that dies;
+//! - [`stdio`]: this process's standard input and output as the client's
+//!   side (pipes on the event loop where they are pipes);
 //! - [`config`]: the config file's `mcp:` section; [`error`]: how it fails.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -29,6 +31,7 @@ pub mod gate;
 pub mod message;
 pub mod pins;
 pub mod proxy;
+pub mod stdio;
 
 pub use config::McpConfig;
 pub use error::McpError;

@@ -211,8 +211,15 @@ pub fn hash(tool: &Value) -> String {
     for key in ["name", "description", "inputSchema"] {
         definition.insert(key.to_owned(), tool.get(key).cloned().unwrap_or(Value::Null));
     }
+    sha256_of(&Value::Object(definition))
+}
+
+/// `sha256:` and the hex SHA-256 digest of `value` in a canonical form
+/// (object keys sorted, no white space): the same value with its keys in
+/// another order has the same digest.
+pub fn sha256_of(value: &Value) -> String {
     let mut text = Vec::new();
-    canonical(&Value::Object(definition), &mut text);
+    canonical(value, &mut text);
     let digest = Sha256::digest(&text);
     let mut hex = String::with_capacity(7 + 64);
     hex.push_str("sha256:");

@@ -409,9 +409,15 @@ impl Proxy {
         }
         let tool = call.tool_call.name.clone().unwrap_or_default();
         let micros = started.elapsed().as_micros() as u64;
+        // The arguments' digest names the call in the log without showing
+        // a value (made only when the log takes it).
+        let args = match tracing::enabled!(tracing::Level::INFO) {
+            true => crate::pins::sha256_of(&Value::Object(call.tool_call.args.clone())),
+            false => String::new(),
+        };
         match ruling {
             Ok(Ruling::Allow { rewritten, outcome }) => {
-                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, outcome, micros, "decided");
+                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, args = %args, outcome, micros, "decided");
                 if let Some(arguments) = rewritten {
                     let mut params = message.value("params").unwrap_or_else(|| json!({}));
                     params["arguments"] = Value::Object(arguments);
@@ -420,7 +426,7 @@ impl Proxy {
                 self.forward_request(message, method).await
             }
             Ok(Ruling::Deny { text, code }) => {
-                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, code = %code, micros, "denied");
+                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, args = %args, code = %code, micros, "denied");
                 self.deny(id, &method, &text, &code).await
             }
             Ok(Ruling::Ask(ask)) if self.elicitation && !approved => {

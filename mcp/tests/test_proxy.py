@@ -93,6 +93,8 @@ async def test_an_ask_becomes_an_elicitation_and_accept_runs_the_call(write_conf
         return types.ElicitResult(action="accept")
 
     async with client(proxy_command(config), elicitation_callback=accept) as proxied:
+        # A tool that waits for approval is listed: some calls of it run.
+        assert "add" in [t.name for t in (await proxied.list_tools()).tools]
         result = await proxied.call_tool("add", {"a": 1, "b": 2})
     assert not result.is_error, text_of(result)
     assert text_of(result) == "3"
