@@ -8,6 +8,7 @@
 //!   pins: mcp-pins.json    # where pins persist (relative to this file); absent: the session only
 //!   pinning: true          # withhold tools whose definition changed (default true)
 //!   max_message_bytes: 16777216
+//!   restarts: 3            # start a server that exits again, this many times (default 0)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,10 @@ pub struct McpConfig {
     /// The largest message accepted, either way, in bytes.
     #[serde(default = "default_max")]
     pub max_message_bytes: usize,
+    /// How many times a server that exits is started again in one session
+    /// (0: the proxy ends with it).
+    #[serde(default)]
+    pub restarts: u32,
 }
 
 fn yes() -> bool {
@@ -48,7 +53,13 @@ fn default_max() -> usize {
 
 impl Default for McpConfig {
     fn default() -> Self {
-        McpConfig { name: None, pins: None, pinning: true, max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES }
+        McpConfig {
+            name: None,
+            pins: None,
+            pinning: true,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            restarts: 0,
+        }
     }
 }
 
@@ -64,7 +75,7 @@ pub enum McpConfigError {
         source: std::io::Error,
     },
     /// The section is not what the proxy reads.
-    #[error("{path}: the `mcp:` section is not valid: {message}; it takes name (string), pins (a file path), pinning (true or false) and max_message_bytes (a positive integer)")]
+    #[error("{path}: the `mcp:` section is not valid: {message}; it takes name (string), pins (a file path), pinning (true or false), max_message_bytes (a positive integer) and restarts (a count)")]
     Invalid {
         /// The file.
         path: PathBuf,

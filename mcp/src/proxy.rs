@@ -48,8 +48,8 @@ const QUEUE: usize = 1024;
 enum Event {
     /// A line from the client; `None` at its end.
     Client(Option<std::io::Result<Line>>),
-    /// A line from the server; `None` at its end.
-    Server(Option<std::io::Result<Line>>),
+    /// A line from the server started `generation`-th; `None` at its end.
+    Server(u32, Option<std::io::Result<Line>>),
     /// A guarded request decided.
     Decided {
         message: Message,
@@ -72,6 +72,9 @@ struct ToServer {
     id: Box<RawValue>,
     /// Its method.
     method: String,
+    /// The client's `initialize` sent again to a restarted server: its
+    /// answer is the proxy's, not the client's.
+    replay: bool,
 }
 
 /// A request the proxy sent to the client.
@@ -104,34 +107,24 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let Some((program, args)) = command.split_first() else {
+    if command.is_empty() {
         return Err(McpError::NoServer);
-    };
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| McpError::Spawn { program: program.to_string_lossy().into_owned(), source })?;
-    let server_in = child.stdin.take().expect("stdin is piped");
-    let server_out = child.stdout.take().expect("stdout is piped");
+    }
     let pins = if config.pinning { Some(Pins::open(config.pins.clone())?) } else { None };
 
     let (events_tx, mut events) = mpsc::channel(QUEUE);
     let limit = config.max_message_bytes;
+    let mut upstream = Upstream::start(command, 1, limit, &events_tx)?;
     spawn_reader(client_in, limit, events_tx.clone(), Event::Client);
-    spawn_reader(server_out, limit, events_tx.clone(), Event::Server);
     let (client_tx, client_writer) = spawn_writer(client_out);
-    let (server_tx, server_writer) = spawn_writer(server_in);
+    let mut restarts_left = config.restarts;
 
     let mut proxy = Proxy {
         gate: Arc::new(gate),
         pins,
         events: events_tx,
         client: client_tx,
-        server: Some(server_tx),
+        server: Some(upstream.input.clone()),
         limit,
         next_server_id: 0,
         next_client_id: 0,
@@ -142,6 +135,8 @@ where
         elicitation: false,
         hidden: HashSet::new(),
         withheld: HashMap::new(),
+        initialize: None,
+        initialized: false,
     };
     // Once the client closed its side: the server's input is closed as soon
     // as no call waits for a decision (closing it is how stdio asks a
@@ -167,16 +162,31 @@ where
                 client_closed = true;
                 proxy.client_closed().await;
             }
-            Event::Server(Some(Ok(line))) => proxy.server_line(line).await,
-            Event::Server(end) => {
+            Event::Server(generation, _) if generation != upstream.generation => {}
+            Event::Server(_, Some(Ok(line))) => proxy.server_line(line).await,
+            Event::Server(_, end) => {
                 if let Some(Err(error)) = end {
                     tracing::error!(server = %proxy.gate.server(), "reading the server's messages failed: {error}");
                 }
-                let how = exit_status(&mut child).await;
+                let how = exit_status(&mut upstream.child).await;
                 if client_closed {
                     break Ended::ClientClosed;
                 }
-                break Ended::ServerExited(how);
+                if restarts_left == 0 {
+                    break Ended::ServerExited(how);
+                }
+                restarts_left -= 1;
+                tracing::error!(server = %proxy.gate.server(), "the MCP server exited ({how}): starting it again ({restarts_left} more restarts allowed)");
+                proxy.requests_lost(&how).await;
+                upstream = match Upstream::start(command, upstream.generation + 1, limit, &proxy.events) {
+                    Ok(started) => started,
+                    Err(error) => {
+                        tracing::error!(server = %proxy.gate.server(), "{error}");
+                        break Ended::ServerExited(how);
+                    }
+                };
+                proxy.server = Some(upstream.input.clone());
+                proxy.restarted().await;
             }
             Event::Decided { message, call, ruling, approved, started } => {
                 proxy.decided(message, *call, ruling, approved, started).await
@@ -185,7 +195,7 @@ where
             Event::AskExpired(id) => proxy.ask_expired(id).await,
             Event::Grace => {
                 tracing::warn!(server = %proxy.gate.server(), "the MCP server did not exit within {SHUTDOWN_GRACE:?} of its input closing: killed");
-                let _ = child.kill().await;
+                let _ = upstream.child.kill().await;
                 break Ended::ClientClosed;
             }
         }
@@ -195,9 +205,44 @@ where
         proxy.server_gone(how).await;
     }
     drop(proxy);
-    let _ = server_writer.await;
+    let Upstream { writer, input, .. } = upstream;
+    drop(input);
+    let _ = writer.await;
     let _ = client_writer.await;
     Ok(ended)
+}
+
+/// The server's process and the ends of its pipes.
+struct Upstream {
+    child: Child,
+    input: mpsc::Sender<Vec<u8>>,
+    writer: tokio::task::JoinHandle<()>,
+    /// Which start this is (1, then 2 after a restart ...): lines from an
+    /// earlier one are ignored.
+    generation: u32,
+}
+
+impl Upstream {
+    fn start(
+        command: &[OsString],
+        generation: u32,
+        limit: usize,
+        events: &mpsc::Sender<Event>,
+    ) -> Result<Upstream, McpError> {
+        let (program, args) = command.split_first().ok_or(McpError::NoServer)?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| McpError::Spawn { program: program.to_string_lossy().into_owned(), source })?;
+        let output = child.stdout.take().expect("stdout is piped");
+        spawn_reader(output, limit, events.clone(), move |line| Event::Server(generation, line));
+        let (input, writer) = spawn_writer(child.stdin.take().expect("stdin is piped"));
+        Ok(Upstream { child, input, writer, generation })
+    }
 }
 
 /// How the server ended, once it has (given a moment after its output closed).
@@ -209,13 +254,11 @@ async fn exit_status(child: &mut Child) -> String {
     }
 }
 
-fn spawn_reader<R>(
-    reader: R,
-    limit: usize,
-    events: mpsc::Sender<Event>,
-    wrap: fn(Option<std::io::Result<Line>>) -> Event,
-) where
+/// Reads `reader`'s lines into events, `wrap`ped, until its end (sent too).
+fn spawn_reader<R, F>(reader: R, limit: usize, events: mpsc::Sender<Event>, wrap: F)
+where
     R: AsyncRead + Unpin + Send + 'static,
+    F: Fn(Option<std::io::Result<Line>>) -> Event + Send + 'static,
 {
     tokio::spawn(async move {
         let mut reader = BufReader::with_capacity(64 * 1024, reader);
@@ -263,6 +306,10 @@ struct Proxy {
     deciding: HashMap<String, bool>,
     client_name: Option<String>,
     elicitation: bool,
+    /// The client's `initialize` request, as it came.
+    initialize: Option<Vec<u8>>,
+    /// Whether the client said `notifications/initialized`.
+    initialized: bool,
     /// Tools the last lists hid.
     hidden: HashSet<String>,
     /// Tools withheld as changed since pinned: (pinned, offered).
@@ -320,8 +367,10 @@ impl Proxy {
         }
     }
 
-    /// Remembers what the client said of itself.
+    /// Remembers what the client said of itself, and its `initialize` to
+    /// send again to a restarted server.
     fn initializing(&mut self, message: &Message) {
+        self.initialize = Some(message.to_line());
         let params = message.value("params").unwrap_or_default();
         self.client_name = params.pointer("/clientInfo/name").and_then(Value::as_str).map(str::to_owned);
         self.elicitation = params.pointer("/capabilities/elicitation").is_some_and(Value::is_object);
@@ -344,7 +393,7 @@ impl Proxy {
         self.next_server_id += 1;
         let proxy_id = self.next_server_id;
         message.set("id", raw(&Value::from(proxy_id)));
-        self.to_server.insert(proxy_id, ToServer { id, method });
+        self.to_server.insert(proxy_id, ToServer { id, method, replay: false });
         self.to_server(message).await
     }
 
@@ -647,6 +696,12 @@ impl Proxy {
                     tracing::warn!(server = %self.gate.server(), "a server response to no request the proxy sent was dropped");
                     return;
                 };
+                if pending.replay {
+                    if let Some(error) = message.get("error") {
+                        tracing::error!(server = %self.gate.server(), "the restarted server refused the client's initialize: {}", error.get());
+                    }
+                    return;
+                }
                 message.set("id", pending.id);
                 if pending.method == "tools/list" && message.get("result").is_some() {
                     return self.listing(message).await;
@@ -744,13 +799,48 @@ impl Proxy {
         self.to_client(&message).await
     }
 
+    /// The server exited and is started again: the requests it had are
+    /// answered with an error (it cannot answer them any more), and its own
+    /// requests to the client are forgotten. Calls being decided or asked
+    /// about go to the new server.
+    async fn requests_lost(&mut self, how: &str) {
+        let text = format!(
+            "the MCP server '{}' exited ({how}) before answering; it was started again",
+            self.gate.server()
+        );
+        let mut pending: Vec<(u64, ToServer)> = self.to_server.drain().collect();
+        pending.sort_by_key(|(id, _)| *id);
+        for (_, request) in pending.into_iter().filter(|(_, r)| !r.replay) {
+            self.reply_error(Some(request.id), SERVER_GONE, &text).await;
+        }
+        self.to_client.retain(|_, pending| matches!(pending, ToClient::Approval { .. }));
+    }
+
+    /// A new server process: the client's handshake is replayed to it
+    /// (its answer is the proxy's), and the client is told to list the
+    /// tools again, which checks their pins.
+    async fn restarted(&mut self) {
+        let Some(line) = self.initialize.clone() else { return };
+        let Ok(mut message) = Message::parse(&line) else { return };
+        self.next_server_id += 1;
+        let proxy_id = self.next_server_id;
+        message.set("id", raw(&Value::from(proxy_id)));
+        let id = raw(&Value::Null);
+        self.to_server.insert(proxy_id, ToServer { id, method: "initialize".into(), replay: true });
+        self.to_server(message).await;
+        if self.initialized {
+            self.to_server(Message::notification("notifications/initialized", &json!({}))).await;
+        }
+        self.to_client(&Message::notification("notifications/tools/list_changed", &json!({}))).await;
+    }
+
     /// The server is gone: every request it had, or that waits for a
     /// decision, is answered with an error.
     async fn server_gone(&mut self, how: &str) {
         let text = format!("the MCP server '{}' exited ({how}) before answering", self.gate.server());
         let mut pending: Vec<(u64, ToServer)> = self.to_server.drain().collect();
         pending.sort_by_key(|(id, _)| *id);
-        for (_, request) in pending {
+        for (_, request) in pending.into_iter().filter(|(_, r)| !r.replay) {
             self.reply_error(Some(request.id), SERVER_GONE, &text).await;
         }
         for key in self.deciding.keys() {

@@ -325,3 +325,28 @@ def test_the_command_says_what_is_wrong(write_config, tmp_path):
     assert typo.returncode == 2 and "unknown field `pinnning`" in typo.stderr
     nopins = subprocess.run([GUARDHOST, "mcp", "pins", "list", "--config", str(config)], capture_output=True, text=True)
     assert nopins.returncode == 2 and "names no pins file" in nopins.stderr
+
+
+async def test_a_server_that_dies_is_started_again_as_the_config_says(write_config):
+    config = write_config(DENY_WRITES + "    mcp: {restarts: 1}\n")
+    changed = []
+
+    async def on_message(message):
+        changed.append(repr(message))
+
+    with pytest.raises(BaseException) as raised:
+        async with client(proxy_command(config), message_handler=on_message) as proxied:
+            assert text_of(await proxied.call_tool("echo", {"text": "before"})) == "before"
+            with pytest.raises(MCPError) as lost:
+                await proxied.call_tool("crash", {})
+            assert lost.value.error.code == -32000
+            assert "it was started again" in lost.value.error.message
+            # The new server had the client's handshake replayed: it answers.
+            assert text_of(await proxied.call_tool("echo", {"text": "after"})) == "after"
+            # No restart left: the proxy ends with the server.
+            await proxied.call_tool("crash", {})
+    error = the_one(raised.value, MCPError)
+    assert error.error.code == -32000 and "before answering" in error.error.message
+    assert "it was started again" not in error.error.message
+    # After the restart the client was told to list the tools again.
+    assert any("tools/list_changed" in m or "ToolListChanged" in m for m in changed), changed
