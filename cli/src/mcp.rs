@@ -6,7 +6,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use guardhost_mcp::{config::DEFAULT_NAME, pins, Ended, Gate, McpConfig, McpError};
+use guardhost_mcp::http::Endpoint;
+use guardhost_mcp::{config::DEFAULT_NAME, pins, Ended, Gate, McpConfig, McpError, Target};
 
 use crate::error::CliError;
 use crate::setup::{load_guardrail, required, warn_unguarded};
@@ -25,6 +26,11 @@ pub struct McpArgs {
     name: Option<String>,
     #[arg(long, help = crate::setup::REQUIRE_HELP)]
     require_guardrail: bool,
+    /// The URL of an MCP server already running (`http://HOST:PORT/mcp`),
+    /// spoken to over the streamable HTTP transport, instead of a command
+    /// after `--`.
+    #[arg(long, value_name = "URL", conflicts_with = "server")]
+    upstream: Option<String>,
     /// The MCP server's command and its arguments, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     server: Vec<OsString>,
@@ -119,9 +125,11 @@ fn accept(config: &Path, name: &str) -> Result<ExitCode, CliError> {
 }
 
 fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
-    if args.server.is_empty() {
-        return Err(mcp_error(McpError::NoServer));
-    }
+    let target = match &args.upstream {
+        Some(url) => Target::Http(Endpoint::parse(url).map_err(|e| CliError::Usage(e.to_string()))?),
+        None if args.server.is_empty() => return Err(mcp_error(McpError::NoServer)),
+        None => Target::Command(args.server.clone()),
+    };
     let (config, guardrail) = load_guardrail(args.config.as_deref(), required(args.require_guardrail)?)?;
     warn_unguarded(&config);
     let mcp = mcp_config(args.config.as_deref())?;
@@ -137,7 +145,7 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
     let ended = runtime
         .block_on(async {
             let (input, output) = guardhost_mcp::stdio::client();
-            guardhost_mcp::run(gate, mcp, &args.server, input, output).await
+            guardhost_mcp::run(gate, mcp, &target, input, output).await
         })
         .map_err(mcp_error)?;
     // The runtime's blocking stdin reader never returns on its own.

@@ -2,8 +2,10 @@
 //! client.
 //!
 //! `guardhost mcp --config F -- CMD ARGS...` starts the server `CMD
-//! ARGS...`, speaks the Model Context Protocol's stdio transport to the
-//! client on one side and to the server on the other, relays every message
+//! ARGS...` (or `--upstream URL` reaches one already running over the
+//! streamable HTTP transport), speaks the Model Context Protocol's stdio
+//! transport to the client on one side and to the server on the other
+//! (stdio or HTTP), relays every message
 //! unchanged but for its id, and runs the configured guardrail (any
 //! provider, chain, `authorization:` section and mode) at the guard points:
 //! a `tools/call`, `resources/read` or `prompts/get` is decided before the
@@ -18,6 +20,8 @@
 //! - [`pins`]: tool definitions pinned against "rug pulls";
 //! - [`proxy`]: the relay, its id maps, approvals through elicitation, a
 //!   server that dies;
+//! - [`http`]: the streamable HTTP transport towards a server
+//!   (`--upstream URL`);
 //! - [`stdio`]: this process's standard input and output as the client's
 //!   side (pipes on the event loop where they are pipes);
 //! - [`config`]: the config file's `mcp:` section; [`error`]: how it fails.
@@ -28,6 +32,7 @@ pub mod config;
 pub mod error;
 pub mod framing;
 pub mod gate;
+pub mod http;
 pub mod message;
 pub mod pins;
 pub mod proxy;
@@ -36,4 +41,4 @@ pub mod stdio;
 pub use config::McpConfig;
 pub use error::McpError;
 pub use gate::Gate;
-pub use proxy::{run, Ended};
+pub use proxy::{run, Ended, Target};

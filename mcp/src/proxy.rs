@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use crate::config::McpConfig;
 use crate::framing::{next_line, Line};
 use crate::gate::{subject, Gate, Ruling};
+use crate::http::{self, Endpoint};
 use crate::message::{self, raw, Kind, Message, INVALID_PARAMS, SERVER_GONE};
 use crate::pins::{Pinned, Pins};
 use crate::McpError;
@@ -94,12 +95,23 @@ pub enum Ended {
     ServerExited(String),
 }
 
-/// Starts the server `command` and proxies between `client_in` /
-/// `client_out` and it until either side ends.
+/// The server a proxy stands in front of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A program the proxy starts, spoken to over its standard input and
+    /// output (the stdio transport).
+    Command(Vec<OsString>),
+    /// A server already running, spoken to over the streamable HTTP
+    /// transport.
+    Http(Endpoint),
+}
+
+/// Starts (or reaches) the server `target` and proxies between
+/// `client_in` / `client_out` and it until either side ends.
 pub async fn run<R, W>(
     gate: Gate,
     config: McpConfig,
-    command: &[OsString],
+    target: &Target,
     client_in: R,
     client_out: W,
 ) -> Result<Ended, McpError>
@@ -107,14 +119,14 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    if command.is_empty() {
+    if matches!(target, Target::Command(command) if command.is_empty()) {
         return Err(McpError::NoServer);
     }
     let pins = if config.pinning { Some(Pins::open(config.pins.clone())?) } else { None };
 
     let (events_tx, mut events) = mpsc::channel(QUEUE);
     let limit = config.max_message_bytes;
-    let mut upstream = Upstream::start(command, 1, limit, &events_tx)?;
+    let (mut upstream, server_input) = Upstream::start(target, 1, limit, &events_tx)?;
     spawn_reader(client_in, limit, events_tx.clone(), Event::Client);
     let (client_tx, client_writer) = spawn_writer(client_out);
     let mut restarts_left = config.restarts;
@@ -124,7 +136,7 @@ where
         pins,
         events: events_tx,
         client: client_tx,
-        server: Some(upstream.input.clone()),
+        server: Some(server_input),
         limit,
         next_server_id: 0,
         next_client_id: 0,
@@ -168,24 +180,26 @@ where
                 if let Some(Err(error)) = end {
                     tracing::error!(server = %proxy.gate.server(), "reading the server's messages failed: {error}");
                 }
-                let how = exit_status(&mut upstream.child).await;
+                let how = upstream.exit_status().await;
                 if client_closed {
                     break Ended::ClientClosed;
                 }
-                if restarts_left == 0 {
+                if restarts_left == 0 || upstream.child.is_none() {
                     break Ended::ServerExited(how);
                 }
                 restarts_left -= 1;
                 tracing::error!(server = %proxy.gate.server(), "the MCP server exited ({how}): starting it again ({restarts_left} more restarts allowed)");
                 proxy.requests_lost(&how).await;
-                upstream = match Upstream::start(command, upstream.generation + 1, limit, &proxy.events) {
-                    Ok(started) => started,
-                    Err(error) => {
-                        tracing::error!(server = %proxy.gate.server(), "{error}");
-                        break Ended::ServerExited(how);
-                    }
-                };
-                proxy.server = Some(upstream.input.clone());
+                let input;
+                (upstream, input) =
+                    match Upstream::start(target, upstream.generation + 1, limit, &proxy.events) {
+                        Ok(started) => started,
+                        Err(error) => {
+                            tracing::error!(server = %proxy.gate.server(), "{error}");
+                            break Ended::ServerExited(how);
+                        }
+                    };
+                proxy.server = Some(input);
                 proxy.restarted().await;
             }
             Event::Decided { message, call, ruling, approved, started } => {
@@ -195,7 +209,9 @@ where
             Event::AskExpired(id) => proxy.ask_expired(id).await,
             Event::Grace => {
                 tracing::warn!(server = %proxy.gate.server(), "the MCP server did not exit within {SHUTDOWN_GRACE:?} of its input closing: killed");
-                let _ = upstream.child.kill().await;
+                if let Some(child) = &mut upstream.child {
+                    let _ = child.kill().await;
+                }
                 break Ended::ClientClosed;
             }
         }
@@ -205,17 +221,20 @@ where
         proxy.server_gone(how).await;
     }
     drop(proxy);
-    let Upstream { writer, input, .. } = upstream;
-    drop(input);
-    let _ = writer.await;
+    let _ = upstream.writer.await;
     let _ = client_writer.await;
     Ok(ended)
 }
 
-/// The server's process and the ends of its pipes.
+/// The server's process and the ends of its pipes, or the HTTP transport
+/// to it.
+///
+/// The sender of messages to the server is handed to the proxy when it
+/// starts (and nothing else holds one), so that the proxy dropping it closes
+/// the server's input (or the HTTP session).
 struct Upstream {
-    child: Child,
-    input: mpsc::Sender<Vec<u8>>,
+    /// `None` over HTTP.
+    child: Option<Child>,
     writer: tokio::task::JoinHandle<()>,
     /// Which start this is (1, then 2 after a restart ...): lines from an
     /// earlier one are ignored.
@@ -224,11 +243,28 @@ struct Upstream {
 
 impl Upstream {
     fn start(
-        command: &[OsString],
+        target: &Target,
         generation: u32,
         limit: usize,
         events: &mpsc::Sender<Event>,
-    ) -> Result<Upstream, McpError> {
+    ) -> Result<(Upstream, mpsc::Sender<Vec<u8>>), McpError> {
+        let command = match target {
+            Target::Command(command) => command,
+            Target::Http(endpoint) => {
+                let transport = http::start(endpoint.clone(), limit);
+                let events = events.clone();
+                let mut output = transport.output;
+                tokio::spawn(async move {
+                    while let Some(line) = output.recv().await {
+                        if events.send(Event::Server(generation, Some(Ok(line)))).await.is_err() {
+                            return;
+                        }
+                    }
+                    let _ = events.send(Event::Server(generation, None)).await;
+                });
+                return Ok((Upstream { child: None, writer: transport.task, generation }, transport.input));
+            }
+        };
         let (program, args) = command.split_first().ok_or(McpError::NoServer)?;
         let mut child = Command::new(program)
             .args(args)
@@ -241,16 +277,20 @@ impl Upstream {
         let output = child.stdout.take().expect("stdout is piped");
         spawn_reader(output, limit, events.clone(), move |line| Event::Server(generation, line));
         let (input, writer) = spawn_writer(child.stdin.take().expect("stdin is piped"));
-        Ok(Upstream { child, input, writer, generation })
+        Ok((Upstream { child: Some(child), writer, generation }, input))
     }
-}
 
-/// How the server ended, once it has (given a moment after its output closed).
-async fn exit_status(child: &mut Child) -> String {
-    match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-        Ok(Ok(status)) => status.to_string(),
-        Ok(Err(error)) => format!("its status is unknown: {error}"),
-        Err(_) => "it closed its output and is still running".to_owned(),
+    /// How the server ended, once it has (given a moment after its output
+    /// closed).
+    async fn exit_status(&mut self) -> String {
+        let Some(child) = &mut self.child else {
+            return "the HTTP session ended".to_owned();
+        };
+        match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+            Ok(Ok(status)) => status.to_string(),
+            Ok(Err(error)) => format!("its status is unknown: {error}"),
+            Err(_) => "it closed its output and is still running".to_owned(),
+        }
     }
 }
 

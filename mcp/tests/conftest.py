@@ -9,8 +9,11 @@ servers are installed).
 
 import contextlib
 import os
+import socket
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -30,12 +33,46 @@ def server_command(*extra):
     return [sys.executable, str(SERVER), *extra]
 
 
-def proxy_command(config, server=None, name=None):
-    """guardhost mcp in front of `server` (the test server by default)."""
+def proxy_command(config, server=None, name=None, upstream=None):
+    """guardhost mcp in front of `server` (the test server by default), or
+    of the HTTP server at `upstream`."""
     args = [GUARDHOST, "mcp", "--config", str(config)]
     if name:
         args += ["--name", name]
+    if upstream:
+        return args + ["--upstream", upstream]
     return args + ["--", *(server or server_command())]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def http_server(command_for_port, path="/mcp"):
+    """Starts an MCP server over the streamable HTTP transport (its command
+    given the port) and gives its URL once it accepts connections."""
+    port = free_port()
+    process = subprocess.Popen(command_for_port(port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the HTTP server did not start: {process.stderr.read().decode()[-2000:]}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}{path}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def stdio(command, env=None):
@@ -48,9 +85,11 @@ def stdio(command, env=None):
 
 @contextlib.asynccontextmanager
 async def client(command, env=None, mode="legacy", **callbacks):
-    """A client of the official SDK over stdio; the handshake era by
-    default (initialize), `mode="auto"` for the 2026-07-28 form."""
-    async with Client(stdio(command, env), mode=mode, **callbacks) as c:
+    """A client of the official SDK over stdio (or, given a URL, over the
+    streamable HTTP transport); the handshake era by default (initialize),
+    `mode="auto"` for the 2026-07-28 form."""
+    server = command if isinstance(command, str) else stdio(command, env)
+    async with Client(server, mode=mode, **callbacks) as c:
         yield c
 
 

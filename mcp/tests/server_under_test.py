@@ -1,7 +1,9 @@
 """An MCP server written with the official Python SDK, for guardhost mcp's
 tests: tools that echo, write files, report progress, ask the client to
 sample and to elicit, change their own description ("rug pull") and crash;
-one resource and one prompt. Run over stdio: `python server_under_test.py`.
+one resource and one prompt. Over stdio: `python server_under_test.py`;
+over the streamable HTTP transport: `python server_under_test.py --http
+PORT` (at http://127.0.0.1:PORT/mcp).
 """
 
 import os
@@ -97,4 +99,7 @@ def greet(name: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

@@ -1,0 +1,501 @@
+//! The streamable HTTP transport towards a server (`--upstream URL`), as
+//! MCP's 2025-06-18 and 2025-11-25 revisions define it, over plain HTTP/1.1.
+//!
+//! Each message the proxy sends is one `POST` to the server's URL (on a
+//! connection of its own, so that a long answer streamed as server-sent
+//! events holds up no other call): a notification or a response is
+//! answered `202 Accepted`; a request with one JSON message or with an
+//! event stream whose events are messages (progress, the server's own
+//! requests, and the answer). The `Mcp-Session-Id` the server gives at
+//! `initialize` and the negotiated `MCP-Protocol-Version` are sent with
+//! every later message. Once the client said `notifications/initialized`, a
+//! `GET` stream carries what the server sends unasked (a server that
+//! offers none answers 405); it is opened again, with `Last-Event-ID`, when
+//! it ends. When the proxy ends, the session is closed with `DELETE`.
+//!
+//! A request the server cannot be reached for, or answers with an HTTP
+//! error, is answered with a JSON-RPC error naming the status, so no call
+//! waits for an answer that will not come. `https://` is not supported yet:
+//! put a local TLS terminator in front, or run the proxy beside the server.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::framing::Line;
+use crate::message::{Kind, Message, SERVER_GONE};
+
+/// An `http://` URL, read as far as the transport needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `host:port`, for the connection.
+    pub address: String,
+    /// The `Host` header.
+    pub authority: String,
+    /// The path and query.
+    pub path: String,
+}
+
+/// A URL the transport cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the upstream `{url}` is not a URL this proxy can reach: {why}")]
+pub struct BadUrl {
+    /// The URL given.
+    pub url: String,
+    /// What is wrong.
+    pub why: &'static str,
+}
+
+impl Endpoint {
+    /// Reads `http://host[:port][/path]`.
+    pub fn parse(url: &str) -> Result<Endpoint, BadUrl> {
+        let bad = |why| BadUrl { url: url.to_owned(), why };
+        if url.starts_with("https://") {
+            return Err(bad("https:// is not supported yet (put a local TLS terminator in front, or run guardhost mcp beside the server and give its http:// URL)"));
+        }
+        let rest = url.strip_prefix("http://").ok_or_else(|| bad("it does not start with http://"))?;
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(at) => (&rest[..at], &rest[at..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err(bad("it names no host, or names a user (credentials go in headers, not URLs)"));
+        }
+        let has_port = match authority.rfind(':') {
+            Some(at) => !authority[at..].contains(']'),
+            None => false,
+        };
+        let address = if has_port { authority.to_owned() } else { format!("{authority}:80") };
+        let path = if path.starts_with('?') { format!("/{path}") } else { path.to_owned() };
+        Ok(Endpoint { address, authority: authority.to_owned(), path })
+    }
+}
+
+/// What every exchange with the server shares.
+struct Shared {
+    endpoint: Endpoint,
+    limit: usize,
+    session: Mutex<Option<String>>,
+    version: Mutex<Option<String>>,
+    /// Lines from the server, into the proxy.
+    output: mpsc::Sender<Line>,
+}
+
+impl Shared {
+    /// Hands a line from the server on; whether the proxy still listens.
+    async fn deliver(&self, line: Line) -> bool {
+        self.output.send(line).await.is_ok()
+    }
+}
+
+/// The ends of a running transport.
+pub struct Transport {
+    /// Messages to send to the server, one a line; dropping it ends the
+    /// session (`DELETE`).
+    pub input: mpsc::Sender<Vec<u8>>,
+    /// What the server sends, message by message; it ends once the session
+    /// is closed.
+    pub output: mpsc::Receiver<Line>,
+    /// The task that sends.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts the transport towards `endpoint`; messages over `limit` bytes
+/// are handed on as [`Line::TooLong`].
+pub fn start(endpoint: Endpoint, limit: usize) -> Transport {
+    let (input, mut lines) = mpsc::channel::<Vec<u8>>(1024);
+    let (output_tx, output) = mpsc::channel::<Line>(1024);
+    let shared = Arc::new(Shared {
+        endpoint,
+        limit,
+        session: Mutex::new(None),
+        version: Mutex::new(None),
+        output: output_tx,
+    });
+    let task = tokio::spawn(async move {
+        let mut listening = None;
+        while let Some(line) = lines.recv().await {
+            let Ok(message) = Message::parse(&line) else { continue };
+            let kind = message.kind().ok();
+            let method = message.method();
+            let initialized =
+                kind == Some(Kind::Notification) && method.as_deref() == Some("notifications/initialized");
+            if method.as_deref() == Some("initialize") {
+                // Everything after it needs its session id: sent in order.
+                post(&shared, line, message).await;
+                continue;
+            }
+            let sending = Arc::clone(&shared);
+            tokio::spawn(async move { post(&sending, line, message).await });
+            if initialized && listening.is_none() {
+                listening = Some(tokio::spawn(listen(Arc::clone(&shared))));
+            }
+        }
+        if let Some(listening) = listening {
+            listening.abort();
+        }
+        close(&shared).await;
+    });
+    Transport { input, output, task }
+}
+
+/// Sends one message and hands on what comes back.
+async fn post(shared: &Shared, line: Vec<u8>, message: Message) {
+    let request_id = match message.kind() {
+        Ok(Kind::Request) => message.get("id").map(|id| id.to_owned()),
+        _ => None,
+    };
+    let initialize = message.method().as_deref() == Some("initialize");
+    let fail = |why: String| async move {
+        tracing::error!(upstream = %shared.endpoint.authority, "{why}");
+        if let Some(id) = &request_id {
+            let text = format!("the MCP server at {} could not answer: {why}", shared.endpoint.authority);
+            shared
+                .deliver(Line::Message(Message::error(Some(id.clone()), SERVER_GONE, &text).to_line()))
+                .await;
+        }
+    };
+    let response = match exchange(shared, Method::POST, Some(line)).await {
+        Ok(response) => response,
+        Err(why) => return fail(why).await,
+    };
+    if initialize {
+        if let Some(session) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+            *shared.session.lock().expect("not poisoned") = Some(session.to_owned());
+        }
+    }
+    match response.status() {
+        StatusCode::ACCEPTED => {}
+        StatusCode::OK => {
+            let sse = is_event_stream(&response);
+            let delivered = if sse {
+                events(shared, response.into_body(), &mut None, initialize).await
+            } else {
+                match body(response.into_body(), shared.limit).await {
+                    Ok(Line::Message(bytes)) => {
+                        if initialize {
+                            remember_version(shared, &bytes);
+                        }
+                        shared.deliver(Line::Message(bytes)).await;
+                        Ok(())
+                    }
+                    Ok(too_long) => {
+                        shared.deliver(too_long).await;
+                        Ok(())
+                    }
+                    Err(why) => Err(why),
+                }
+            };
+            if let Err(why) = delivered {
+                fail(why).await
+            }
+        }
+        status => {
+            let text = body(response.into_body(), 1024).await.ok();
+            let detail = match text {
+                Some(Line::Message(bytes)) => String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+                _ => String::new(),
+            };
+            fail(format!("it answered HTTP {status} {detail}").trim_end().to_owned()).await
+        }
+    }
+}
+
+/// The `GET` stream of what the server sends unasked, opened again when
+/// it ends (after its `retry`, else a second), until the proxy ends it.
+async fn listen(shared: Arc<Shared>) {
+    let mut last_event: Option<String> = None;
+    loop {
+        let response = match exchange_get(&shared, last_event.as_deref()).await {
+            Ok(response) => response,
+            Err(why) => {
+                tracing::warn!(upstream = %shared.endpoint.authority, "the server's event stream could not be opened: {why}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        match response.status() {
+            StatusCode::OK if is_event_stream(&response) => {
+                if let Err(why) = events(&shared, response.into_body(), &mut last_event, false).await {
+                    tracing::warn!(upstream = %shared.endpoint.authority, "the server's event stream ended: {why}");
+                }
+            }
+            StatusCode::METHOD_NOT_ALLOWED => {
+                tracing::debug!(upstream = %shared.endpoint.authority, "the server offers no event stream of its own (405)");
+                return;
+            }
+            status => {
+                tracing::warn!(upstream = %shared.endpoint.authority, "the server's event stream was refused: HTTP {status}");
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Ends the session.
+async fn close(shared: &Shared) {
+    if shared.session.lock().expect("not poisoned").is_none() {
+        return;
+    }
+    match tokio::time::timeout(Duration::from_secs(5), exchange(shared, Method::DELETE, None)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(why)) => tracing::debug!(upstream = %shared.endpoint.authority, "closing the session: {why}"),
+        Err(_) => tracing::debug!(upstream = %shared.endpoint.authority, "closing the session timed out"),
+    }
+}
+
+fn remember_version(shared: &Shared, answer: &[u8]) {
+    let version = serde_json::from_slice::<Value>(answer)
+        .ok()
+        .and_then(|v| v.pointer("/result/protocolVersion").and_then(Value::as_str).map(str::to_owned));
+    if let Some(version) = version {
+        *shared.version.lock().expect("not poisoned") = Some(version);
+    }
+}
+
+fn is_event_stream(response: &Response<Incoming>) -> bool {
+    response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}
+
+async fn exchange_get(shared: &Shared, last_event: Option<&str>) -> Result<Response<Incoming>, String> {
+    let mut request = request(shared, Method::GET, None);
+    if let Some(id) = last_event {
+        request.headers_mut().insert("last-event-id", id.parse().map_err(|_| "a bad event id".to_owned())?);
+    }
+    send(shared, request).await
+}
+
+async fn exchange(
+    shared: &Shared,
+    method: Method,
+    body: Option<Vec<u8>>,
+) -> Result<Response<Incoming>, String> {
+    send(shared, request(shared, method, body)).await
+}
+
+fn request(shared: &Shared, method: Method, body: Option<Vec<u8>>) -> Request<Full<Bytes>> {
+    let mut builder = Request::builder()
+        .method(method.clone())
+        .uri(&shared.endpoint.path)
+        .header(hyper::header::HOST, &shared.endpoint.authority);
+    builder = match method {
+        Method::GET => builder.header(hyper::header::ACCEPT, "text/event-stream"),
+        _ => builder
+            .header(hyper::header::ACCEPT, "application/json, text/event-stream")
+            .header(hyper::header::CONTENT_TYPE, "application/json"),
+    };
+    if let Some(session) = shared.session.lock().expect("not poisoned").as_deref() {
+        builder = builder.header("mcp-session-id", session);
+    }
+    if let Some(version) = shared.version.lock().expect("not poisoned").as_deref() {
+        builder = builder.header("mcp-protocol-version", version);
+    }
+    builder.body(Full::new(Bytes::from(body.unwrap_or_default()))).expect("the request's parts are valid")
+}
+
+async fn send(shared: &Shared, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {
+    let stream = TcpStream::connect(&shared.endpoint.address)
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e}", shared.endpoint.address))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    sender.send_request(request).await.map_err(|e| format!("the request failed: {e}"))
+}
+
+/// A whole body, up to `limit` bytes.
+async fn body(mut body: Incoming, limit: usize) -> Result<Line, String> {
+    let mut bytes = Vec::new();
+    let mut length = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("reading the answer failed: {e}"))?;
+        if let Some(data) = frame.data_ref() {
+            length += data.len();
+            if length <= limit {
+                bytes.extend_from_slice(data);
+            }
+        }
+    }
+    Ok(if length > limit { Line::TooLong(length) } else { Line::Message(bytes) })
+}
+
+/// Hands on each event's data of a server-sent event stream; `last_event`
+/// keeps the last event id seen. On an `initialize`'s stream the answer's
+/// protocol version is remembered.
+async fn events(
+    shared: &Shared,
+    mut body: Incoming,
+    last_event: &mut Option<String>,
+    initialize: bool,
+) -> Result<(), String> {
+    let mut parser = EventParser::new(shared.limit);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("reading the event stream failed: {e}"))?;
+        let Some(data) = frame.data_ref() else { continue };
+        for event in parser.feed(data) {
+            if let Some(id) = event.id {
+                *last_event = Some(id);
+            }
+            if let Line::Message(bytes) = &event.data {
+                if bytes.is_empty() {
+                    continue;
+                }
+                if initialize {
+                    remember_version(shared, bytes);
+                }
+            }
+            if !shared.deliver(event.data).await {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One server-sent event.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Its `data` lines joined (or how long it was, over the limit).
+    pub data: Line,
+    /// Its `id`, if it had one.
+    pub id: Option<String>,
+}
+
+/// Reads server-sent events (the WHATWG format) from chunks of any size.
+#[derive(Debug)]
+pub struct EventParser {
+    limit: usize,
+    pending: Vec<u8>,
+    data: Vec<u8>,
+    data_length: usize,
+    has_data: bool,
+    id: Option<String>,
+}
+
+impl EventParser {
+    /// A parser whose events' data may hold `limit` bytes.
+    pub fn new(limit: usize) -> EventParser {
+        EventParser {
+            limit,
+            pending: Vec::new(),
+            data: Vec::new(),
+            data_length: 0,
+            has_data: false,
+            id: None,
+        }
+    }
+
+    /// The events completed by `chunk`.
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<Event> {
+        self.pending.extend_from_slice(chunk);
+        let mut events = Vec::new();
+        while let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
+            let mut line: Vec<u8> = self.pending.drain(..=at).collect();
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.is_empty() {
+                if self.has_data {
+                    let data = if self.data_length > self.limit {
+                        Line::TooLong(self.data_length)
+                    } else {
+                        Line::Message(std::mem::take(&mut self.data))
+                    };
+                    events.push(Event { data, id: self.id.clone() });
+                }
+                self.data.clear();
+                self.data_length = 0;
+                self.has_data = false;
+                continue;
+            }
+            let (field, value) = match line.iter().position(|&b| b == b':') {
+                Some(0) => continue, // a comment
+                Some(at) => {
+                    let value = &line[at + 1..];
+                    (&line[..at], value.strip_prefix(b" ").unwrap_or(value))
+                }
+                None => (&line[..], &b""[..]),
+            };
+            match field {
+                b"data" => {
+                    if self.has_data {
+                        self.data_length += 1;
+                        if self.data_length <= self.limit {
+                            self.data.push(b'\n');
+                        }
+                    }
+                    self.has_data = true;
+                    self.data_length += value.len();
+                    if self.data_length <= self.limit {
+                        self.data.extend_from_slice(value);
+                    }
+                }
+                b"id" if !value.contains(&0) => self.id = Some(String::from_utf8_lossy(value).into_owned()),
+                _ => {}
+            }
+        }
+        events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let e = Endpoint::parse("http://127.0.0.1:8000/mcp").unwrap();
+        assert_eq!(
+            e,
+            Endpoint {
+                address: "127.0.0.1:8000".into(),
+                authority: "127.0.0.1:8000".into(),
+                path: "/mcp".into()
+            }
+        );
+        assert_eq!(Endpoint::parse("http://example.com").unwrap().address, "example.com:80");
+        assert_eq!(Endpoint::parse("http://[::1]:9/x?y=1").unwrap().path, "/x?y=1");
+        assert_eq!(Endpoint::parse("http://[::1]/").unwrap().address, "[::1]:80");
+        assert!(Endpoint::parse("https://example.com/mcp")
+            .unwrap_err()
+            .to_string()
+            .contains("not supported yet"));
+        assert!(Endpoint::parse("ftp://x").is_err());
+        assert!(Endpoint::parse("http://user:pw@x/").is_err());
+    }
+
+    #[test]
+    fn events_across_chunks_with_ids_comments_and_a_limit() {
+        let mut parser = EventParser::new(10);
+        let mut events = parser.feed(b": hello\nid: 1\nevent: message\ndata: {\"a\"");
+        assert!(events.is_empty());
+        events.extend(parser.feed(b":1}\r\n\r\ndata: x\ndata: y\n\n"));
+        events.extend(parser.feed(b"data: 0123456789ab\n\nretry: 5\n\n"));
+        assert_eq!(
+            events,
+            vec![
+                Event { data: Line::Message(b"{\"a\":1}".to_vec()), id: Some("1".into()) },
+                Event { data: Line::Message(b"x\ny".to_vec()), id: Some("1".into()) },
+                Event { data: Line::TooLong(12), id: Some("1".into()) },
+            ]
+        );
+    }
+}
