@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "server_under_test.py"
@@ -94,6 +94,19 @@ async def client(command, env=None, mode="legacy", **callbacks):
 
 
 @pytest.fixture
+def anyio_backend():
+    """The async tests run on asyncio."""
+    return "asyncio"
+
+
+async def sampled(context, params):
+    """A client's sampling callback that answers "sampled"."""
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="sampled"), model="test"
+    )
+
+
+@pytest.fixture
 def write_config(tmp_path):
     """Writes a config file (YAML text, dedented) and gives its path."""
 
@@ -103,6 +116,18 @@ def write_config(tmp_path):
         return path
 
     return write
+
+
+def denying(*tools):
+    """A config whose built-in allowlist denies `tools`."""
+    names = ", ".join(tools)
+    return f"""
+    guardrails:
+      enabled: true
+      provider:
+        use: builtin:AllowlistProvider
+        config: {{denied_tools: [{names}]}}
+"""
 
 
 def text_of(result):

@@ -10,23 +10,12 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from conftest import SERVER, client, dump, http_server, proxy_command, text_of
+from conftest import SERVER, client, denying, dump, http_server, proxy_command, sampled, text_of
 from test_real_servers import npm_server
 
 pytestmark = pytest.mark.anyio
 
-DENY_WRITES = """
-    guardrails:
-      enabled: true
-      provider:
-        use: builtin:AllowlistProvider
-        config: {denied_tools: [write_file, get-env]}
-"""
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+DENY_WRITES = denying("write_file", "get-env")
 
 
 def sdk_server(port):
@@ -41,15 +30,10 @@ async def test_calls_streams_and_denials_over_http(write_config, tmp_path):
     async def on_progress(value, total, message):
         progress.append(value)
 
-    async def sample(context, params):
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="sampled"), model="test"
-        )
-
     async def answer(context, params):
         return types.ElicitResult(action="accept", content={"answer": "Ada"})
 
-    callbacks = {"sampling_callback": sample, "elicitation_callback": answer}
+    callbacks = {"sampling_callback": sampled, "elicitation_callback": answer}
     with http_server(sdk_server) as url:
         async with client(url, **callbacks) as direct, client(proxy_command(config, upstream=url), **callbacks) as proxied:
             assert proxied.protocol_version == direct.protocol_version

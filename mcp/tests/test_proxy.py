@@ -12,22 +12,11 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from conftest import GUARDHOST, client, dump, proxy_command, server_command, text_of
+from conftest import GUARDHOST, client, denying, dump, proxy_command, sampled, server_command, text_of
 
 pytestmark = pytest.mark.anyio
 
-DENY_WRITES = """
-    guardrails:
-      enabled: true
-      provider:
-        use: builtin:AllowlistProvider
-        config: {denied_tools: [write_file]}
-"""
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+DENY_WRITES = denying("write_file")
 
 
 async def test_an_allowed_call_is_answered_as_the_server_answers_it(write_config):
@@ -134,16 +123,11 @@ async def test_progress_sampling_and_the_servers_own_elicitation_are_relayed(wri
     async def on_progress(value, total, message):
         progress.append((value, total, message))
 
-    async def sample(context, params):
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="sampled"), model="test"
-        )
-
     async def answer(context, params):
         assert params.message == "your name?"
         return types.ElicitResult(action="accept", content={"answer": "Ada"})
 
-    async with client(proxy_command(config), sampling_callback=sample, elicitation_callback=answer) as proxied:
+    async with client(proxy_command(config), sampling_callback=sampled, elicitation_callback=answer) as proxied:
         counted = await proxied.call_tool("count", {"n": 3}, progress_callback=on_progress)
         assert text_of(counted) == "counted to 3"
         assert [p[0] for p in progress] == [1, 2, 3]

@@ -14,16 +14,11 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from conftest import client, dump, proxy_command, text_of
+from conftest import client, dump, proxy_command, sampled, text_of
 
 pytestmark = pytest.mark.anyio
 
 NODE_MODULES = os.environ.get("GUARDHOST_MCP_NODE_MODULES")
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def npm_server(package, *args):
@@ -91,13 +86,8 @@ async def test_everything_servers_results_progress_and_sampling_are_relayed(writ
     async def on_progress(value, total, message):
         progress.append(value)
 
-    async def sample(context, params):
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="sampled"), model="test"
-        )
-
-    async with client(server, sampling_callback=sample) as direct, client(
-        proxy_command(config, server), sampling_callback=sample
+    async with client(server, sampling_callback=sampled) as direct, client(
+        proxy_command(config, server), sampling_callback=sampled
     ) as proxied:
         for name, args in [
             ("echo", {"message": "héllo"}),
@@ -112,8 +102,8 @@ async def test_everything_servers_results_progress_and_sampling_are_relayed(writ
         )
         assert not result.is_error
         assert progress == [1, 2, 3]
-        sampled = await proxied.call_tool("trigger-sampling-request", {"prompt": "hi", "maxTokens": 5})
-        assert "sampled" in text_of(sampled)
+        answer = await proxied.call_tool("trigger-sampling-request", {"prompt": "hi", "maxTokens": 5})
+        assert "sampled" in text_of(answer)
         resources = await proxied.list_resources()
         assert dump(resources) == dump(await direct.list_resources())
         assert "get-env" not in {t.name for t in (await proxied.list_tools()).tools}
