@@ -1,16 +1,21 @@
 """What guardhost mcp adds to a tool call's round trip, measured side by
 side in one run: the official MCP Python SDK's client calls the test
-server's `echo` tool directly and through the proxy, interleaved in rounds
-so that both see the same machine. Prints p50 and p99 of each, the ratio,
-and the proxy's added time (proxied minus direct, at each percentile).
+server's `echo` tool directly and through the proxy, alternating call by
+call so that both see the same machine. Prints p50 and p99 of each, the
+ratio, and the proxy's added time (proxied minus direct, at each
+percentile).
 
     scripts/bench-mcp [--calls N] [--rounds R]
 
 The proxy runs the allowlist (built in) with the config below, so each call
-is also decided.
+is also decided, with its default logging (warnings). A second, shorter
+session through the proxy logs each decision (info), whose own time is
+printed as p50 and p99 too.
 """
 
 import argparse
+import re
+import shlex
 import statistics
 import sys
 import tempfile
@@ -34,11 +39,10 @@ def percentile(values, p):
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-async def timed(c, calls, into):
-    for i in range(calls):
-        started = time.perf_counter_ns()
-        await c.call_tool("echo", {"text": f"call {i}"})
-        into.append((time.perf_counter_ns() - started) / 1000)
+async def timed(c, into, i):
+    started = time.perf_counter_ns()
+    await c.call_tool("echo", {"text": f"call {i}"})
+    into.append((time.perf_counter_ns() - started) / 1000)
 
 
 async def main(calls, rounds):
@@ -46,16 +50,23 @@ async def main(calls, rounds):
         config = Path(folder) / "config.yaml"
         config.write_text(CONFIG)
         direct_times, proxied_times = [], []
-        async with client(server_command(), env={"GUARDHOST_LOG": "warn"}) as direct, client(
-            proxy_command(config), env={"GUARDHOST_LOG": "warn"}
-        ) as proxied:
+        quiet = {"GUARDHOST_LOG": "warn"}
+        async with client(server_command(), env=quiet) as direct, client(proxy_command(config), env=quiet) as proxied:
             # Warm both paths (imports, caches, the first decision).
-            await timed(direct, 50, [])
-            await timed(proxied, 50, [])
-            for _ in range(rounds):
-                await timed(direct, calls, direct_times)
-                await timed(proxied, calls, proxied_times)
-    print(f"{rounds} rounds x {calls} calls each way, echo tool, MCP Python SDK client over stdio")
+            for i in range(50):
+                await timed(direct, [], i)
+                await timed(proxied, [], i)
+            for i in range(calls * rounds):
+                await timed(direct, direct_times, i)
+                await timed(proxied, proxied_times, i)
+        # The decisions' own time, from the proxy's log (info) in a file.
+        log = Path(folder) / "proxy.log"
+        logged = ["sh", "-c", f"exec {shlex.join(proxy_command(config))} 2>>{shlex.quote(str(log))}"]
+        async with client(logged, env={"GUARDHOST_LOG": "info"}) as proxied:
+            for i in range(calls):
+                await timed(proxied, [], i)
+        decisions = [int(m) for m in re.findall(r"micros=(\d+)", log.read_text())]
+    print(f"{calls * rounds} calls each way, alternating, echo tool, MCP Python SDK client over stdio")
     print(f"{'':10} {'p50 µs':>10} {'p99 µs':>10} {'mean µs':>10}")
     for name, values in (("direct", direct_times), ("proxied", proxied_times)):
         print(f"{name:10} {percentile(values, 50):10.1f} {percentile(values, 99):10.1f} {statistics.mean(values):10.1f}")
@@ -63,7 +74,11 @@ async def main(calls, rounds):
     d99, p99 = percentile(direct_times, 99), percentile(proxied_times, 99)
     print(f"ratio proxied/direct: p50 {p50 / d50:.3f}x, p99 {p99 / d99:.3f}x")
     print(f"added by the proxy: p50 {p50 - d50:.1f} µs, p99 {p99 - d99:.1f} µs")
-
+    if decisions:
+        print(
+            f"the decision itself ({len(decisions)} calls, from the proxy's log): "
+            f"p50 {percentile(decisions, 50)} µs, p99 {percentile(decisions, 99)} µs"
+        )
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
