@@ -28,7 +28,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::framing::Line;
 use crate::message::{Kind, Message, SERVER_GONE};
@@ -122,19 +122,29 @@ pub fn start(endpoint: Endpoint, limit: usize) -> Transport {
     });
     let task = tokio::spawn(async move {
         let mut listening = None;
+        let mut initializing: Option<oneshot::Receiver<()>> = None;
         while let Some(line) = lines.recv().await {
+            // Everything after `initialize` needs the session id and the
+            // protocol version its answer gives: it waits for that answer
+            // (or its failure), not for the rest of the answer's stream.
+            if let Some(answered) = initializing.take() {
+                let _ = answered.await;
+            }
             let Ok(message) = Message::parse(&line) else { continue };
             let kind = message.kind().ok();
             let method = message.method();
             let initialized =
                 kind == Some(Kind::Notification) && method.as_deref() == Some("notifications/initialized");
-            if method.as_deref() == Some("initialize") {
-                // Everything after it needs its session id: sent in order.
-                post(&shared, line, message).await;
-                continue;
-            }
+            let answered = match method.as_deref() == Some("initialize") {
+                true => {
+                    let (tell, answered) = oneshot::channel();
+                    initializing = Some(answered);
+                    Some(tell)
+                }
+                false => None,
+            };
             let sending = Arc::clone(&shared);
-            tokio::spawn(async move { post(&sending, line, message).await });
+            tokio::spawn(async move { post(&sending, line, message, answered).await });
             if initialized && listening.is_none() {
                 listening = Some(tokio::spawn(listen(Arc::clone(&shared))));
             }
@@ -147,8 +157,9 @@ pub fn start(endpoint: Endpoint, limit: usize) -> Transport {
     Transport { input, output, task }
 }
 
-/// Sends one message and hands on what comes back.
-async fn post(shared: &Shared, line: Vec<u8>, message: Message) {
+/// Sends one message and hands on what comes back; `answered` is told
+/// once the first message of the answer has been handed on.
+async fn post(shared: &Shared, line: Vec<u8>, message: Message, mut answered: Option<oneshot::Sender<()>>) {
     let request_id = match message.kind() {
         Ok(Kind::Request) => message.get("id").map(|id| id.to_owned()),
         _ => None,
@@ -177,7 +188,7 @@ async fn post(shared: &Shared, line: Vec<u8>, message: Message) {
         StatusCode::OK => {
             let sse = is_event_stream(&response);
             let delivered = if sse {
-                events(shared, response.into_body(), &mut None, initialize).await
+                events(shared, response.into_body(), &mut None, initialize, &mut answered).await
             } else {
                 match body(response.into_body(), shared.limit).await {
                     Ok(Line::Message(bytes)) => {
@@ -185,6 +196,7 @@ async fn post(shared: &Shared, line: Vec<u8>, message: Message) {
                             remember_version(shared, &bytes);
                         }
                         shared.deliver(Line::Message(bytes)).await;
+                        tell(&mut answered);
                         Ok(())
                     }
                     Ok(too_long) => {
@@ -224,7 +236,9 @@ async fn listen(shared: Arc<Shared>) {
         };
         match response.status() {
             StatusCode::OK if is_event_stream(&response) => {
-                if let Err(why) = events(&shared, response.into_body(), &mut last_event, false).await {
+                if let Err(why) =
+                    events(&shared, response.into_body(), &mut last_event, false, &mut None).await
+                {
                     tracing::warn!(upstream = %shared.endpoint.authority, "the server's event stream ended: {why}");
                 }
             }
@@ -250,6 +264,13 @@ async fn close(shared: &Shared) {
         Ok(Ok(_)) => {}
         Ok(Err(why)) => tracing::debug!(upstream = %shared.endpoint.authority, "closing the session: {why}"),
         Err(_) => tracing::debug!(upstream = %shared.endpoint.authority, "closing the session timed out"),
+    }
+}
+
+/// Tells whoever waits for the first message of an answer.
+fn tell(answered: &mut Option<oneshot::Sender<()>>) {
+    if let Some(answered) = answered.take() {
+        let _ = answered.send(());
     }
 }
 
@@ -344,6 +365,7 @@ async fn events(
     mut body: Incoming,
     last_event: &mut Option<String>,
     initialize: bool,
+    answered: &mut Option<oneshot::Sender<()>>,
 ) -> Result<(), String> {
     let mut parser = EventParser::new(shared.limit);
     while let Some(frame) = body.frame().await {
@@ -364,6 +386,7 @@ async fn events(
             if !shared.deliver(event.data).await {
                 return Ok(());
             }
+            tell(answered);
         }
     }
     Ok(())

@@ -294,6 +294,23 @@ impl Upstream {
     }
 }
 
+/// Gives a guarded request's `params` the arguments a guard rewrote its
+/// call to (see [`crate::gate`] for how each method's parameters are the
+/// call's arguments).
+fn rewrite(method: &str, params: &mut Value, mut arguments: serde_json::Map<String, Value>) {
+    match method {
+        "tools/call" => params["arguments"] = Value::Object(arguments),
+        // `{uri}` and `{name, arguments}` are the parameters themselves.
+        _ => {
+            for key in ["uri", "name", "arguments"] {
+                if let Some(value) = arguments.remove(key) {
+                    params[key] = value;
+                }
+            }
+        }
+    }
+}
+
 /// Reads `reader`'s lines into events, `wrap`ped, until its end (sent too).
 fn spawn_reader<R, F>(reader: R, limit: usize, events: mpsc::Sender<Event>, wrap: F)
 where
@@ -396,10 +413,14 @@ impl Proxy {
                 }
             }
             Kind::Notification => {
-                if message.method().as_deref() == Some("notifications/cancelled")
+                let method = message.method();
+                if method.as_deref() == Some("notifications/cancelled")
                     && !self.client_cancelled(&mut message).await
                 {
                     return;
+                }
+                if method.as_deref() == Some("notifications/initialized") {
+                    self.initialized = true;
                 }
                 self.to_server(message).await
             }
@@ -509,7 +530,7 @@ impl Proxy {
                 tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, args = %args, outcome, micros, "decided");
                 if let Some(arguments) = rewritten {
                     let mut params = message.value("params").unwrap_or_else(|| json!({}));
-                    params["arguments"] = Value::Object(arguments);
+                    rewrite(&method, &mut params, arguments);
                     message.set("params", raw(&params));
                 }
                 self.forward_request(message, method).await

@@ -93,6 +93,11 @@ def greeting() -> str:
     return "hello from the resource"
 
 
+@server.resource("note://other", description="Another note.")
+def other() -> str:
+    return "the other note"
+
+
 @server.prompt(description="Greets someone.")
 def greet(name: str) -> str:
     return f"Say hello to {name}."

@@ -64,6 +64,21 @@ async def test_a_rewrite_changes_what_the_server_receives(write_config):
         assert text_of(await proxied.call_tool("echo", {"text": "mine"})) == "forced"
 
 
+async def test_a_rewrite_of_a_resource_read_changes_the_uri_the_server_reads(write_config):
+    config = write_config(
+        """
+        guardrails:
+          enabled: true
+          provider:
+            use: builtin:ApprovalGuardrailProvider
+            config: {set: {resources/read: {uri: "note://other"}}}
+        """
+    )
+    async with client(proxy_command(config)) as proxied:
+        read = await proxied.read_resource("note://greeting")
+    assert [c.text for c in read.contents] == ["the other note"]
+
+
 ASK_ADD = """
     guardrails:
       enabled: true

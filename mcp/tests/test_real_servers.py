@@ -6,6 +6,7 @@ result is the direct one; a denied write leaves nothing behind."""
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from conftest import client, dump, proxy_command, sampled, text_of
+from conftest import GUARDHOST, client, dump, proxy_command, sampled, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -157,3 +158,37 @@ async def test_the_example_config_reads_capped_writes_approved_moves_refused(tmp
     assert (root / "new.txt").read_text() == "approved"
     assert len(asked) == 1 and "write_file" in asked[0]
     assert (tmp_path / "mcp-pins.json").is_file()
+
+
+EXAMPLE_CEDAR = Path(__file__).resolve().parents[2] / "examples" / "mcp" / "cedar"
+
+
+def test_the_cedar_example_passes_its_policy_tests():
+    tests = subprocess.run([GUARDHOST, "test", str(EXAMPLE_CEDAR / "tests.yaml")], capture_output=True, text=True)
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert tests.stdout.endswith("7 tests: 7 passed, 0 failed\n"), tests.stdout
+
+
+async def test_the_cedar_example_in_front_of_the_filesystem_server(tmp_path):
+    # The example, its /srv/projects made a folder of the test's own.
+    projects = tmp_path / "projects"
+    (projects / "notes").mkdir(parents=True)
+    (projects / "readme.md").write_text("read me\n")
+    (projects / ".env").write_text("TOKEN=not-for-models\n")
+    example = tmp_path / "cedar"
+    shutil.copytree(EXAMPLE_CEDAR, example)
+    policies = example / "policies" / "files.cedar"
+    policies.write_text(policies.read_text().replace("/srv/projects", str(projects)))
+    server = npm_server("server-filesystem", str(projects))
+    config = example / "config.yaml"
+    async with client(server) as direct, client(proxy_command(config, server)) as proxied:
+        read = {"path": str(projects / "readme.md")}
+        assert dump(await proxied.call_tool("read_text_file", read)) == dump(await direct.call_tool("read_text_file", read))
+        secret = await proxied.call_tool("read_text_file", {"path": str(projects / ".env")})
+        assert secret.is_error and "(cedar.forbid)" in text_of(secret), text_of(secret)
+        note = await proxied.call_tool("write_file", {"path": str(projects / "notes" / "today.md"), "content": "hi"})
+        assert not note.is_error, text_of(note)
+        out = await proxied.call_tool("write_file", {"path": str(projects / "notes" / ".." / "build.sh"), "content": "x"})
+        assert out.is_error and "Guardrail denied: tool 'write_file'" in text_of(out)
+    assert (projects / "notes" / "today.md").read_text() == "hi"
+    assert not (projects / "build.sh").exists()
