@@ -13,9 +13,10 @@
 //! offers none answers 405); it is opened again, with `Last-Event-ID`, when
 //! it ends. When the proxy ends, the session is closed with `DELETE`.
 //!
-//! A request the server cannot be reached for, or answers with an HTTP
-//! error, is answered with a JSON-RPC error naming the status, so no call
-//! waits for an answer that will not come. `https://` is not supported yet:
+//! A request the server cannot be reached for, answers with an HTTP error,
+//! or whose event stream ends before its answer, is answered with a
+//! JSON-RPC error saying so, so no call waits for an answer that will not
+//! come. `https://` is not supported yet:
 //! put a local TLS terminator in front, or run the proxy beside the server.
 
 use std::sync::{Arc, Mutex};
@@ -26,6 +27,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -160,17 +162,17 @@ pub fn start(endpoint: Endpoint, limit: usize) -> Transport {
 /// Sends one message and hands on what comes back; `answered` is told
 /// once the first message of the answer has been handed on.
 async fn post(shared: &Shared, line: Vec<u8>, message: Message, mut answered: Option<oneshot::Sender<()>>) {
-    let request_id = match message.kind() {
-        Ok(Kind::Request) => message.get("id").map(|id| id.to_owned()),
+    let request: Option<&RawValue> = match message.kind() {
+        Ok(Kind::Request) => message.get("id"),
         _ => None,
     };
     let initialize = message.method().as_deref() == Some("initialize");
     let fail = |why: String| async move {
         tracing::error!(upstream = %shared.endpoint.authority, "{why}");
-        if let Some(id) = &request_id {
+        if let Some(id) = request {
             let text = format!("the MCP server at {} could not answer: {why}", shared.endpoint.authority);
             shared
-                .deliver(Line::Message(Message::error(Some(id.clone()), SERVER_GONE, &text).to_line()))
+                .deliver(Line::Message(Message::error(Some(id.to_owned()), SERVER_GONE, &text).to_line()))
                 .await;
         }
     };
@@ -188,7 +190,7 @@ async fn post(shared: &Shared, line: Vec<u8>, message: Message, mut answered: Op
         StatusCode::OK => {
             let sse = is_event_stream(&response);
             let delivered = if sse {
-                events(shared, response.into_body(), &mut None, initialize, &mut answered).await
+                events(shared, response.into_body(), &mut None, initialize, &mut answered, request).await
             } else {
                 match body(response.into_body(), shared.limit).await {
                     Ok(Line::Message(bytes)) => {
@@ -221,8 +223,8 @@ async fn post(shared: &Shared, line: Vec<u8>, message: Message, mut answered: Op
     }
 }
 
-/// The `GET` stream of what the server sends unasked, opened again when
-/// it ends (after its `retry`, else a second), until the proxy ends it.
+/// The `GET` stream of what the server sends unasked, opened again a
+/// second after it ends, until the proxy ends it.
 async fn listen(shared: Arc<Shared>) {
     let mut last_event: Option<String> = None;
     loop {
@@ -237,7 +239,7 @@ async fn listen(shared: Arc<Shared>) {
         match response.status() {
             StatusCode::OK if is_event_stream(&response) => {
                 if let Err(why) =
-                    events(&shared, response.into_body(), &mut last_event, false, &mut None).await
+                    events(&shared, response.into_body(), &mut last_event, false, &mut None, None).await
                 {
                     tracing::warn!(upstream = %shared.endpoint.authority, "the server's event stream ended: {why}");
                 }
@@ -366,8 +368,10 @@ async fn events(
     last_event: &mut Option<String>,
     initialize: bool,
     answered: &mut Option<oneshot::Sender<()>>,
+    request: Option<&RawValue>,
 ) -> Result<(), String> {
     let mut parser = EventParser::new(shared.limit);
+    let mut answer_seen = false;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| format!("reading the event stream failed: {e}"))?;
         let Some(data) = frame.data_ref() else { continue };
@@ -382,6 +386,10 @@ async fn events(
                 if initialize {
                     remember_version(shared, bytes);
                 }
+                if let (Some(request), Ok(message)) = (request, Message::parse(bytes)) {
+                    answer_seen |= message.kind() == Ok(Kind::Response)
+                        && message.get("id").map(RawValue::get) == Some(request.get());
+                }
             }
             if !shared.deliver(event.data).await {
                 return Ok(());
@@ -389,7 +397,13 @@ async fn events(
             tell(answered);
         }
     }
-    Ok(())
+    // A request's stream that ends without its answer (a server that
+    // closes it early, expecting the client to resume it, which this
+    // transport does not yet do) would leave the call waiting for ever.
+    match request {
+        Some(_) if !answer_seen => Err("the event stream ended before the answer came".to_owned()),
+        _ => Ok(()),
+    }
 }
 
 /// One server-sent event.
