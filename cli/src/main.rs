@@ -115,11 +115,12 @@ enum Command {
         options: Vec<std::ffi::OsString>,
     },
     /// Guard an MCP server for any MCP client: `guardhost mcp --config F --
-    /// CMD ARGS...` starts the server and relays the Model Context Protocol
-    /// over stdio, deciding every tools/call (and resources/read,
-    /// prompts/get) with the configured guardrail, filtering tools/list and
-    /// pinning tool definitions (docs/mcp.md). `guardhost mcp pins` lists
-    /// and accepts changed tools.
+    /// CMD ARGS...` starts the server (`--upstream URL` reaches one over
+    /// HTTP) and relays the Model Context Protocol over stdio (`--listen
+    /// ADDR`: over HTTP, a session per client), deciding every tools/call
+    /// (and resources/read, prompts/get) with the configured guardrail,
+    /// filtering tools/list and pinning tool definitions (docs/mcp.md).
+    /// `guardhost mcp pins` lists and accepts changed tools.
     Mcp(mcp::McpArgs),
     /// Serve one provider to a host over stdin/stdout (what
     /// `isolation: process` starts; not for interactive use).

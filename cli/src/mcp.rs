@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use guardhost_mcp::http::Endpoint;
-use guardhost_mcp::{config::DEFAULT_NAME, pins, Ended, Gate, McpConfig, McpError, Target};
+use guardhost_mcp::{config::DEFAULT_NAME, pins, Ended, Gate, McpConfig, McpError, Servers, Target};
 
 use crate::error::CliError;
 use crate::setup::{load_guardrail, required, warn_unguarded};
@@ -31,7 +31,37 @@ pub struct McpArgs {
     /// after `--`.
     #[arg(long, value_name = "URL", conflicts_with = "server")]
     upstream: Option<String>,
-    /// The MCP server's command and its arguments, after `--`.
+    /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of
+    /// speaking stdio to one client: each client's session gets its own
+    /// server (or upstream session). ADDR is HOST:PORT (127.0.0.1:8931;
+    /// port 0 picks a free one, printed at start).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// With --listen: the environment variable that holds the token every
+    /// request must carry (`Authorization: Bearer TOKEN`). Required when
+    /// ADDR is not a loopback address.
+    #[arg(long, value_name = "VAR", requires = "listen")]
+    token_env: Option<String>,
+    /// With --listen: a browser Origin accepted besides the listening
+    /// address's own (repeatable), e.g. https://app.example.com.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
+    allow_origin: Vec<String>,
+    /// With --listen: a Host header answered besides the listening
+    /// address's own names (repeatable), e.g. the name a reverse proxy in
+    /// front uses.
+    #[arg(long = "allow-host", value_name = "HOST", requires = "listen")]
+    allow_host: Vec<String>,
+    /// With --listen: sessions at once (each may run a server process); one
+    /// more ends the session idle the longest.
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "listen")]
+    max_sessions: usize,
+    /// With --listen: end a session with no stream open and no message for
+    /// this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800, requires = "listen")]
+    session_idle: u64,
+    /// The MCP server's command and its arguments, after `--`. Without one
+    /// (and without --upstream), the servers of the config's `mcp.servers`,
+    /// their tools named SERVER__TOOL.
     #[arg(last = true, value_name = "COMMAND")]
     server: Vec<OsString>,
 }
@@ -125,16 +155,25 @@ fn accept(config: &Path, name: &str) -> Result<ExitCode, CliError> {
 }
 
 fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
-    let target = match &args.upstream {
-        Some(url) => Target::Http(Endpoint::parse(url).map_err(|e| CliError::Usage(e.to_string()))?),
-        None if args.server.is_empty() => return Err(mcp_error(McpError::NoServer)),
-        None => Target::Command(args.server.clone()),
+    let mcp = mcp_config(args.config.as_deref())?;
+    // The command line's server, else the config's (`mcp.servers`).
+    let servers = match &args.upstream {
+        Some(url) => {
+            Servers::One(Target::Http(Endpoint::parse(url).map_err(|e| CliError::Usage(e.to_string()))?))
+        }
+        None if !args.server.is_empty() => Servers::One(Target::Command(args.server.clone())),
+        None => match mcp.targets().map_err(CliError::Usage)? {
+            targets if targets.is_empty() => return Err(mcp_error(McpError::NoServer)),
+            targets => Servers::Several(targets),
+        },
     };
     let (config, guardrail) = load_guardrail(args.config.as_deref(), required(args.require_guardrail)?)?;
     warn_unguarded(&config);
-    let mcp = mcp_config(args.config.as_deref())?;
-    let name = args.name.or_else(|| mcp.name.clone()).unwrap_or_else(|| DEFAULT_NAME.to_owned());
+    let name = args.name.clone().or_else(|| mcp.name.clone()).unwrap_or_else(|| DEFAULT_NAME.to_owned());
     let gate = Gate::new(guardrail, name);
+    if let Some(address) = &args.listen {
+        return listen(address, &args, gate, mcp, servers);
+    }
     // One thread: the relay's tasks hand each message on within it, with no
     // thread switch (decisions take microseconds; a provider that waits
     // does so asynchronously, or on the threads of `provider.timeout_ms`).
@@ -145,7 +184,7 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
     let ended = runtime
         .block_on(async {
             let (input, output) = guardhost_mcp::stdio::client();
-            guardhost_mcp::run(gate, mcp, &target, input, output).await
+            guardhost_mcp::mux::relay(gate, mcp, &servers, input, output).await
         })
         .map_err(mcp_error)?;
     // The runtime's blocking stdin reader never returns on its own.
@@ -159,4 +198,95 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
             ExitCode::from(1)
         }
     })
+}
+
+/// `--listen ADDR`: the streamable HTTP transport towards clients, until
+/// SIGINT or SIGTERM.
+fn listen(
+    address: &str,
+    args: &McpArgs,
+    gate: Gate,
+    mcp: McpConfig,
+    servers: Servers,
+) -> Result<ExitCode, CliError> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: String| CliError::Usage(format!("--listen {address}: {why}"));
+    let socket = address
+        .to_socket_addrs()
+        .map_err(|e| bad(format!("not HOST:PORT ({e}); e.g. --listen 127.0.0.1:8931")))?
+        .next()
+        .ok_or_else(|| bad("names no address".into()))?;
+    let token = match &args.token_env {
+        Some(var) => match std::env::var(var) {
+            Ok(token) if !token.trim().is_empty() => Some(token.trim().to_owned()),
+            _ => {
+                return Err(CliError::Usage(format!(
+                "--token-env {var}: the environment variable {var} is unset or empty; set it to the token \
+                     clients send as `Authorization: Bearer TOKEN`"
+            )))
+            }
+        },
+        None => None,
+    };
+    if token.is_none() && !socket.ip().is_loopback() {
+        return Err(bad(format!(
+            "{} is reachable from other machines, and no token is asked: give --token-env VAR (the \
+             environment variable holding the token clients must send), or listen on 127.0.0.1",
+            socket.ip()
+        )));
+    }
+    let options = guardhost_mcp::listen::Listen {
+        token,
+        hosts: args.allow_host.clone(),
+        origins: args.allow_origin.clone(),
+        max_sessions: args.max_sessions.max(1),
+        idle: std::time::Duration::from_secs(args.session_idle.max(1)),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| CliError::Io { what: "cannot start the async runtime".into(), source })?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(socket)
+            .await
+            .map_err(|source| CliError::Io { what: format!("cannot listen on {socket}"), source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| CliError::Io { what: "the listening address".into(), source })?;
+        let each = match &servers {
+            Servers::One(Target::Command(_)) => "each session starts its own server",
+            Servers::One(Target::Http(_)) => "each session opens its own upstream session",
+            Servers::Several(_) => "each session reaches every server of mcp.servers on its own",
+        };
+        eprintln!(
+            "guardhost mcp: serving MCP at http://{local}{} ({each}; SIGINT or SIGTERM ends)",
+            guardhost_mcp::listen::PATH
+        );
+        guardhost_mcp::listen::serve(listener, options, gate, mcp, servers, shutdown_signal())
+            .await
+            .map_err(|source| CliError::Io { what: "serving MCP over HTTP failed".into(), source })
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

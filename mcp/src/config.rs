@@ -9,11 +9,18 @@
 //!   pinning: true          # withhold tools whose definition changed (default true)
 //!   max_message_bytes: 16777216
 //!   restarts: 3            # start a server that exits again, this many times (default 0)
+//!   servers:               # several servers behind one proxy, their tools named `NAME__TOOL`
+//!     files: {command: [npx, -y, "@modelcontextprotocol/server-filesystem", /data]}
+//!     search: {url: "http://127.0.0.1:3001/mcp"}
 //! ```
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::http::Endpoint;
 
 /// The default limit of one message, either way: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -41,7 +48,49 @@ pub struct McpConfig {
     /// (0: the proxy ends with it).
     #[serde(default)]
     pub restarts: u32,
+    /// Several servers behind one proxy, by name (used when the command
+    /// line names no server).
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerEntry>,
 }
+
+/// The server a proxy stands in front of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A program the proxy starts, spoken to over its standard input and
+    /// output (the stdio transport).
+    Command(Vec<OsString>),
+    /// A server already running, spoken to over the streamable HTTP
+    /// transport.
+    Http(Endpoint),
+}
+
+/// What a proxy stands in front of: one server, or several by name (their
+/// tools and prompts named `NAME__T` towards the client).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Servers {
+    /// One server, its names unchanged.
+    One(Target),
+    /// Several, by name (`mcp.servers`).
+    Several(Vec<(String, Target)>),
+}
+
+/// One of `mcp.servers`: a command to start, or the URL of a running
+/// server.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerEntry {
+    /// The server's command and its arguments (the stdio transport).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// The server's URL (the streamable HTTP transport).
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// What separates a server's name from its tools' and prompts' names
+/// towards the client when several servers stand behind one proxy.
+pub const SEPARATOR: &str = "__";
 
 fn yes() -> bool {
     true
@@ -59,6 +108,7 @@ impl Default for McpConfig {
             pinning: true,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             restarts: 0,
+            servers: BTreeMap::new(),
         }
     }
 }
@@ -75,7 +125,7 @@ pub enum McpConfigError {
         source: std::io::Error,
     },
     /// The section is not what the proxy reads.
-    #[error("{path}: the `mcp:` section is not valid: {message}; it takes name (string), pins (a file path), pinning (true or false), max_message_bytes (a positive integer) and restarts (a count)")]
+    #[error("{path}: the `mcp:` section is not valid: {message}; it takes name (string), pins (a file path), pinning (true or false), max_message_bytes (a positive integer), restarts (a count) and servers (NAME: {{command: [PROGRAM, ARG...]}} or NAME: {{url: http://HOST:PORT/mcp}})")]
     Invalid {
         /// The file.
         path: PathBuf,
@@ -105,7 +155,42 @@ impl McpConfig {
             let folder = path.parent().unwrap_or(Path::new("."));
             config.pins = Some(folder.join(pins));
         }
+        config.targets().map_err(invalid)?;
         Ok(config)
+    }
+
+    /// `mcp.servers` as the proxy reaches them, in name order; why not, when
+    /// an entry is not usable.
+    pub fn targets(&self) -> Result<Vec<(String, Target)>, String> {
+        self.servers
+            .iter()
+            .map(|(name, entry)| {
+                let valid = !name.is_empty()
+                    && !name.contains(SEPARATOR)
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                if !valid {
+                    return Err(format!(
+                        "servers: `{name}` is not a server name: use letters, digits, `-` and single `_` \
+                         (the client sees its tools as NAME{SEPARATOR}TOOL, so `{SEPARATOR}` would make names ambiguous)"
+                    ));
+                }
+                let target = match (&entry.command, &entry.url) {
+                    (Some(command), None) if !command.is_empty() => {
+                        Target::Command(command.iter().map(OsString::from).collect())
+                    }
+                    (None, Some(url)) => {
+                        Target::Http(Endpoint::parse(url).map_err(|e| format!("servers.{name}: {e}"))?)
+                    }
+                    _ => {
+                        return Err(format!(
+                            "servers.{name} needs exactly one of command (a non-empty list: [PROGRAM, ARG...]) \
+                             and url"
+                        ))
+                    }
+                };
+                Ok((name.clone(), target))
+            })
+            .collect()
     }
 }
 
@@ -126,6 +211,26 @@ mod tests {
         assert_eq!(config.pins, Some(dir.path().join("p.json")));
         assert_eq!(config.max_message_bytes, 1024);
         assert!(config.pinning);
+
+        std::fs::write(
+            &path,
+            "mcp: {servers: {files: {command: [srv, /data]}, web: {url: 'http://127.0.0.1:9/mcp'}}}\n",
+        )
+        .unwrap();
+        let targets = McpConfig::from_path(&path).unwrap().targets().unwrap();
+        assert_eq!(targets[0], ("files".into(), Target::Command(vec!["srv".into(), "/data".into()])));
+        assert!(matches!(&targets[1], (name, Target::Http(_)) if name == "web"));
+        for (servers, says) in [
+            ("{a__b: {command: [x]}}", "ambiguous"),
+            ("{a: {command: []}}", "exactly one of command"),
+            ("{a: {command: [x], url: 'http://h/'}}", "exactly one of command"),
+            ("{a: {url: 'https://h/'}}", "servers.a"),
+            ("{a: {cmd: [x]}}", "unknown field `cmd`"),
+        ] {
+            std::fs::write(&path, format!("mcp: {{servers: {servers}}}\n")).unwrap();
+            let error = McpConfig::from_path(&path).unwrap_err().to_string();
+            assert!(error.contains(says), "{servers}: {error}");
+        }
 
         std::fs::write(&path, "mcp: {pinnning: false}\n").unwrap();
         let error = McpConfig::from_path(&path).unwrap_err().to_string();

@@ -8,7 +8,7 @@ use crate::pins::PinsError;
 #[non_exhaustive]
 pub enum McpError {
     /// No server command was given.
-    #[error("no MCP server to proxy: give its command after `--` (guardhost mcp --config F -- npx -y @modelcontextprotocol/server-filesystem /some/folder), or the URL of a running one with --upstream http://HOST:PORT/mcp")]
+    #[error("no MCP server to proxy: give its command after `--` (guardhost mcp --config F -- npx -y @modelcontextprotocol/server-filesystem /some/folder), or the URL of a running one with --upstream http://HOST:PORT/mcp, or several in the config's `mcp.servers`")]
     NoServer,
     /// The server could not be started.
     #[error("cannot start the MCP server `{program}`: {source}; check the command after `--` (is it installed and on PATH?)")]

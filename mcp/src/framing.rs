@@ -3,7 +3,8 @@
 //! proxy hold an unbounded line in memory: a longer one is skipped to its
 //! end and reported, to be answered.
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
 
 /// What one read gave.
 #[derive(Debug, PartialEq, Eq)]
@@ -71,6 +72,45 @@ fn trim_cr(mut line: Vec<u8>) -> Vec<u8> {
         line.pop();
     }
     line
+}
+
+/// Reads `reader`'s lines into events, `wrap`ped, until its end (sent too).
+pub fn spawn_reader<R, T, F>(reader: R, limit: usize, events: mpsc::Sender<T>, wrap: F)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    T: Send + 'static,
+    F: Fn(Option<std::io::Result<Line>>) -> T + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut reader = BufReader::with_capacity(64 * 1024, reader);
+        loop {
+            let line = next_line(&mut reader, limit).await.transpose();
+            let end = !matches!(line, Some(Ok(_)));
+            if events.send(wrap(line)).await.is_err() || end {
+                return;
+            }
+        }
+    });
+}
+
+/// Writes each line sent to the returned sender (at most `queue` waiting),
+/// a newline after each, until every sender is dropped; then shuts `writer`
+/// down.
+pub fn spawn_writer<W>(mut writer: W, queue: usize) -> (mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<()>)
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(queue);
+    let task = tokio::spawn(async move {
+        while let Some(mut line) = rx.recv().await {
+            line.push(b'\n');
+            if writer.write_all(&line).await.is_err() || writer.flush().await.is_err() {
+                return;
+            }
+        }
+        let _ = writer.shutdown().await;
+    });
+    (tx, task)
 }
 
 #[cfg(test)]

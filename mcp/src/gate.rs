@@ -81,6 +81,11 @@ impl Gate {
         Gate { guardrail, server: server.into() }
     }
 
+    /// The same guardrail for the server `name`.
+    pub fn for_server(&self, name: &str) -> Gate {
+        Gate { guardrail: self.guardrail.clone(), server: name.to_owned() }
+    }
+
     /// The server's name.
     pub fn server(&self) -> &str {
         &self.server

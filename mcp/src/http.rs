@@ -190,7 +190,7 @@ async fn post(shared: &Shared, line: Vec<u8>, message: Message, mut answered: Op
         StatusCode::OK => {
             let sse = is_event_stream(&response);
             let delivered = if sse {
-                events(shared, response.into_body(), &mut None, initialize, &mut answered, request).await
+                answer_stream(shared, response.into_body(), initialize, &mut answered, request).await
             } else {
                 match body(response.into_body(), shared.limit).await {
                     Ok(Line::Message(bytes)) => {
@@ -223,12 +223,65 @@ async fn post(shared: &Shared, line: Vec<u8>, message: Message, mut answered: Op
     }
 }
 
+/// Hands on a request's event stream until its answer. A server may close
+/// the stream before the answer (2025-11-25's polling: it said how long to
+/// wait with `retry`): the stream is then resumed with `GET` and
+/// `Last-Event-ID`, up to [`RESUMPTIONS`] times.
+async fn answer_stream(
+    shared: &Shared,
+    mut body: Incoming,
+    initialize: bool,
+    answered: &mut Option<oneshot::Sender<()>>,
+    request: Option<&RawValue>,
+) -> Result<(), String> {
+    let mut stream = StreamState::default();
+    let mut resumed = 0;
+    loop {
+        if events(shared, body, &mut stream, initialize, answered, request).await? {
+            return Ok(());
+        }
+        let Some(last_event) = stream.last_event.clone() else {
+            return Err(
+                "the event stream ended before the answer came, and gave no event id to resume it from"
+                    .into(),
+            );
+        };
+        if resumed == RESUMPTIONS {
+            return Err(format!("the event stream ended before the answer came, {RESUMPTIONS} times"));
+        }
+        resumed += 1;
+        let wait = Duration::from_millis(stream.retry_ms.unwrap_or(1000).min(MAX_RETRY_MS));
+        tracing::debug!(upstream = %shared.endpoint.authority, "the server closed a request's event stream early: resuming it in {wait:?}");
+        tokio::time::sleep(wait).await;
+        let response = exchange_get(shared, Some(&last_event)).await?;
+        if response.status() != StatusCode::OK || !is_event_stream(&response) {
+            return Err(format!("resuming the event stream was refused: HTTP {}", response.status()));
+        }
+        body = response.into_body();
+    }
+}
+
+/// Resumptions of one request's event stream before the request fails.
+const RESUMPTIONS: u32 = 5;
+
+/// The longest wait before a resumption, whatever the server asks.
+const MAX_RETRY_MS: u64 = 10_000;
+
+/// What an event stream said about resuming it.
+#[derive(Debug, Default)]
+struct StreamState {
+    /// The last event id seen.
+    last_event: Option<String>,
+    /// The last `retry` (milliseconds).
+    retry_ms: Option<u64>,
+}
+
 /// The `GET` stream of what the server sends unasked, opened again a
 /// second after it ends, until the proxy ends it.
 async fn listen(shared: Arc<Shared>) {
-    let mut last_event: Option<String> = None;
+    let mut stream = StreamState::default();
     loop {
-        let response = match exchange_get(&shared, last_event.as_deref()).await {
+        let response = match exchange_get(&shared, stream.last_event.as_deref()).await {
             Ok(response) => response,
             Err(why) => {
                 tracing::warn!(upstream = %shared.endpoint.authority, "the server's event stream could not be opened: {why}");
@@ -239,7 +292,7 @@ async fn listen(shared: Arc<Shared>) {
         match response.status() {
             StatusCode::OK if is_event_stream(&response) => {
                 if let Err(why) =
-                    events(&shared, response.into_body(), &mut last_event, false, &mut None, None).await
+                    events(&shared, response.into_body(), &mut stream, false, &mut None, None).await
                 {
                     tracing::warn!(upstream = %shared.endpoint.authority, "the server's event stream ended: {why}");
                 }
@@ -359,25 +412,30 @@ async fn body(mut body: Incoming, limit: usize) -> Result<Line, String> {
     Ok(if length > limit { Line::TooLong(length) } else { Line::Message(bytes) })
 }
 
-/// Hands on each event's data of a server-sent event stream; `last_event`
-/// keeps the last event id seen. On an `initialize`'s stream the answer's
-/// protocol version is remembered.
+/// Hands on each event's data of a server-sent event stream; `stream`
+/// keeps the last event id and `retry` seen. On an `initialize`'s stream
+/// the answer's protocol version is remembered. `Ok(false)`: the stream of
+/// `request` ended before its answer.
 async fn events(
     shared: &Shared,
     mut body: Incoming,
-    last_event: &mut Option<String>,
+    stream: &mut StreamState,
     initialize: bool,
     answered: &mut Option<oneshot::Sender<()>>,
     request: Option<&RawValue>,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let mut parser = EventParser::new(shared.limit);
     let mut answer_seen = false;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| format!("reading the event stream failed: {e}"))?;
         let Some(data) = frame.data_ref() else { continue };
-        for event in parser.feed(data) {
+        let events = parser.feed(data);
+        if let Some(retry) = parser.retry_ms {
+            stream.retry_ms = Some(retry);
+        }
+        for event in events {
             if let Some(id) = event.id {
-                *last_event = Some(id);
+                stream.last_event = Some(id);
             }
             if let Line::Message(bytes) = &event.data {
                 if bytes.is_empty() {
@@ -392,18 +450,17 @@ async fn events(
                 }
             }
             if !shared.deliver(event.data).await {
-                return Ok(());
+                return Ok(true);
             }
             tell(answered);
         }
     }
-    // A request's stream that ends without its answer (a server that
-    // closes it early, expecting the client to resume it, which this
-    // transport does not yet do) would leave the call waiting for ever.
-    match request {
-        Some(_) if !answer_seen => Err("the event stream ended before the answer came".to_owned()),
-        _ => Ok(()),
+    // An event without data (a priming event, or one cut short) still
+    // set the id to resume from.
+    if let Some(id) = &parser.id {
+        stream.last_event = Some(id.clone());
     }
+    Ok(request.is_none() || answer_seen)
 }
 
 /// One server-sent event.
@@ -424,6 +481,8 @@ pub struct EventParser {
     data_length: usize,
     has_data: bool,
     id: Option<String>,
+    /// The last `retry` field (milliseconds).
+    pub retry_ms: Option<u64>,
 }
 
 impl EventParser {
@@ -436,6 +495,7 @@ impl EventParser {
             data_length: 0,
             has_data: false,
             id: None,
+            retry_ms: None,
         }
     }
 
@@ -486,6 +546,11 @@ impl EventParser {
                     }
                 }
                 b"id" if !value.contains(&0) => self.id = Some(String::from_utf8_lossy(value).into_owned()),
+                b"retry" => {
+                    if let Some(ms) = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
+                        self.retry_ms = Some(ms);
+                    }
+                }
                 _ => {}
             }
         }
@@ -534,5 +599,6 @@ mod tests {
                 Event { data: Line::TooLong(12), id: Some("1".into()) },
             ]
         );
+        assert_eq!(parser.retry_ms, Some(5));
     }
 }

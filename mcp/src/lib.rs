@@ -3,8 +3,9 @@
 //!
 //! `guardhost mcp --config F -- CMD ARGS...` starts the server `CMD
 //! ARGS...` (or `--upstream URL` reaches one already running over the
-//! streamable HTTP transport), speaks the Model Context Protocol's stdio
-//! transport to the client on one side and to the server on the other
+//! streamable HTTP transport), speaks the Model Context Protocol to the
+//! client on one side (stdio, or the streamable HTTP transport with
+//! `--listen ADDR`, a session per client) and to the server on the other
 //! (stdio or HTTP), relays every message
 //! unchanged but for its id, and runs the configured guardrail (any
 //! provider, chain, `authorization:` section and mode) at the guard points:
@@ -20,10 +21,15 @@
 //! - [`pins`]: tool definitions pinned against "rug pulls";
 //! - [`proxy`]: the relay, its id maps, approvals through elicitation, a
 //!   server that dies;
+//! - [`mux`]: several servers behind one client (`mcp.servers`), their
+//!   tools named `NAME__TOOL`;
 //! - [`http`]: the streamable HTTP transport towards a server
 //!   (`--upstream URL`);
 //! - [`stdio`]: this process's standard input and output as the client's
 //!   side (pipes on the event loop where they are pipes);
+//! - [`listen`]: the streamable HTTP transport towards clients (`--listen
+//!   ADDR`), with its checks (`Host`, `Origin`, bearer token);
+//!   [`session`]: one client's session, its proxy and its streams;
 //! - [`config`]: the config file's `mcp:` section; [`error`]: how it fails.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -33,12 +39,16 @@ pub mod error;
 pub mod framing;
 pub mod gate;
 pub mod http;
+pub mod listen;
 pub mod message;
+pub mod mux;
 pub mod pins;
 pub mod proxy;
+pub mod session;
 pub mod stdio;
 
 pub use config::McpConfig;
+pub use config::{Servers, Target};
 pub use error::McpError;
 pub use gate::Gate;
-pub use proxy::{run, Ended, Target};
+pub use proxy::{run, Ended};

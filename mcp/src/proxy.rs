@@ -10,7 +10,6 @@
 //! `elicitation/create`) never collide with the peers'.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,14 +17,14 @@ use std::time::{Duration, Instant};
 use guardhost::{Ask, ToolCallRequest};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-use crate::config::McpConfig;
-use crate::framing::{next_line, Line};
+use crate::config::{McpConfig, Target};
+use crate::framing::{spawn_reader, spawn_writer, Line};
 use crate::gate::{subject, Gate, Ruling};
-use crate::http::{self, Endpoint};
+use crate::http;
 use crate::message::{self, raw, Kind, Message, INVALID_PARAMS, SERVER_GONE};
 use crate::pins::{Pinned, Pins};
 use crate::McpError;
@@ -95,17 +94,6 @@ pub enum Ended {
     ServerExited(String),
 }
 
-/// The server a proxy stands in front of.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// A program the proxy starts, spoken to over its standard input and
-    /// output (the stdio transport).
-    Command(Vec<OsString>),
-    /// A server already running, spoken to over the streamable HTTP
-    /// transport.
-    Http(Endpoint),
-}
-
 /// Starts (or reaches) the server `target` and proxies between
 /// `client_in` / `client_out` and it until either side ends.
 pub async fn run<R, W>(
@@ -128,7 +116,7 @@ where
     let limit = config.max_message_bytes;
     let (mut upstream, server_input) = Upstream::start(target, 1, limit, &events_tx)?;
     spawn_reader(client_in, limit, events_tx.clone(), Event::Client);
-    let (client_tx, client_writer) = spawn_writer(client_out);
+    let (client_tx, client_writer) = spawn_writer(client_out, QUEUE);
     let mut restarts_left = config.restarts;
 
     let mut proxy = Proxy {
@@ -276,7 +264,7 @@ impl Upstream {
             .map_err(|source| McpError::Spawn { program: program.to_string_lossy().into_owned(), source })?;
         let output = child.stdout.take().expect("stdout is piped");
         spawn_reader(output, limit, events.clone(), move |line| Event::Server(generation, line));
-        let (input, writer) = spawn_writer(child.stdin.take().expect("stdin is piped"));
+        let (input, writer) = spawn_writer(child.stdin.take().expect("stdin is piped"), QUEUE);
         Ok((Upstream { child: Some(child), writer, generation }, input))
     }
 
@@ -309,41 +297,6 @@ fn rewrite(method: &str, params: &mut Value, mut arguments: serde_json::Map<Stri
             }
         }
     }
-}
-
-/// Reads `reader`'s lines into events, `wrap`ped, until its end (sent too).
-fn spawn_reader<R, F>(reader: R, limit: usize, events: mpsc::Sender<Event>, wrap: F)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    F: Fn(Option<std::io::Result<Line>>) -> Event + Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut reader = BufReader::with_capacity(64 * 1024, reader);
-        loop {
-            let line = next_line(&mut reader, limit).await.transpose();
-            let end = !matches!(line, Some(Ok(_)));
-            if events.send(wrap(line)).await.is_err() || end {
-                return;
-            }
-        }
-    });
-}
-
-fn spawn_writer<W>(mut writer: W) -> (mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<()>)
-where
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let task = tokio::spawn(async move {
-        while let Some(mut line) = rx.recv().await {
-            line.push(b'\n');
-            if writer.write_all(&line).await.is_err() || writer.flush().await.is_err() {
-                return;
-            }
-        }
-        let _ = writer.shutdown().await;
-    });
-    (tx, task)
 }
 
 struct Proxy {

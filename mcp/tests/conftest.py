@@ -9,9 +9,11 @@ servers are installed).
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -75,6 +77,35 @@ def http_server(command_for_port, path="/mcp"):
             process.kill()
 
 
+@contextlib.contextmanager
+def listening(config, *args, env=None):
+    """guardhost mcp --listen on a free loopback port (`args` name the
+    server: `"--", *command` or `"--upstream", url`); gives the URL it
+    prints and its stderr file, and stops it with SIGTERM at the end,
+    expecting it to exit 0 within 10 seconds."""
+    log = tempfile.NamedTemporaryFile(prefix="guardhost-mcp-", suffix=".log", delete=False)
+    environment = dict(os.environ, GUARDHOST_LOG="info", **(env or {}))
+    command = [GUARDHOST, "mcp", "--config", str(config), "--listen", "127.0.0.1:0", *args]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=environment)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            found = re.search(r"serving MCP at (http://\S+)", Path(log.name).read_text(errors="replace"))
+            if found:
+                break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"guardhost mcp --listen did not start: {Path(log.name).read_text()[-2000:]}")
+            time.sleep(0.05)
+        yield found.group(1), Path(log.name)
+        process.terminate()
+        assert process.wait(timeout=10) == 0, Path(log.name).read_text()[-2000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.unlink(log.name)
+
+
 def stdio(command, env=None):
     environment = dict(os.environ)
     environment.update(env or {})
@@ -97,6 +128,16 @@ async def client(command, env=None, mode="legacy", **callbacks):
 def anyio_backend():
     """The async tests run on asyncio."""
     return "asyncio"
+
+
+def sdk_http_server(port):
+    """The test server over the streamable HTTP transport, for http_server."""
+    return [sys.executable, str(SERVER), "--http", str(port)]
+
+
+async def elicited_ada(context, params):
+    """A client's elicitation callback that accepts, answering "Ada"."""
+    return types.ElicitResult(action="accept", content={"answer": "Ada"})
 
 
 async def sampled(context, params):

@@ -3,23 +3,16 @@ transport (--upstream URL): the SDK's client over stdio to the proxy, the
 proxy over HTTP to a server of the same SDK and to npm's server-everything,
 compared with the SDK's client over HTTP to the server directly."""
 
-import sys
-
 import pytest
 
-from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from conftest import SERVER, client, denying, dump, http_server, proxy_command, sampled, text_of
+from conftest import client, denying, dump, elicited_ada, http_server, proxy_command, sampled, sdk_http_server, text_of
 from test_real_servers import npm_server
 
 pytestmark = pytest.mark.anyio
 
 DENY_WRITES = denying("write_file", "get-env")
-
-
-def sdk_server(port):
-    return [sys.executable, str(SERVER), "--http", str(port)]
 
 
 async def test_calls_streams_and_denials_over_http(write_config, tmp_path):
@@ -30,11 +23,8 @@ async def test_calls_streams_and_denials_over_http(write_config, tmp_path):
     async def on_progress(value, total, message):
         progress.append(value)
 
-    async def answer(context, params):
-        return types.ElicitResult(action="accept", content={"answer": "Ada"})
-
-    callbacks = {"sampling_callback": sampled, "elicitation_callback": answer}
-    with http_server(sdk_server) as url:
+    callbacks = {"sampling_callback": sampled, "elicitation_callback": elicited_ada}
+    with http_server(sdk_http_server) as url:
         async with client(url, **callbacks) as direct, client(proxy_command(config, upstream=url), **callbacks) as proxied:
             assert proxied.protocol_version == direct.protocol_version
             denied = await proxied.call_tool("write_file", {"path": str(target), "content": "x"})
@@ -53,7 +43,7 @@ async def test_calls_streams_and_denials_over_http(write_config, tmp_path):
 
 async def test_an_unreachable_upstream_answers_each_request_with_an_error(write_config):
     config = write_config(DENY_WRITES)
-    with http_server(sdk_server) as url:
+    with http_server(sdk_http_server) as url:
         pass  # started and stopped: nothing listens there now
     with pytest.raises(BaseException) as raised:
         async with client(proxy_command(config, upstream=url)):
