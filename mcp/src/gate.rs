@@ -14,6 +14,7 @@
 //! `clientInfo.name`).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use guardhost::middleware::{denied_message, Guard, GuardKind};
 use guardhost::provider::aevaluate_call;
@@ -21,6 +22,9 @@ use guardhost::{
     Approval, Ask, CallView, Guardrail, Mode, Timestamp, ToolCallError, ToolCallRequest, OUTCOME_KEY,
 };
 use serde_json::{json, Map, Value};
+
+use crate::metrics::Metrics;
+use crate::pending::Pending;
 
 /// What the guardrail made of a call.
 #[derive(Debug)]
@@ -31,6 +35,8 @@ pub enum Ruling {
         rewritten: Option<Map<String, Value>>,
         /// `allow`, `rewrite`, `approved`, ... as the decision log names it.
         outcome: &'static str,
+        /// The chain entry that decided, when the guardrail names one.
+        entry: Option<String>,
     },
     /// It may not: the text the client's model reads, and the first code.
     Deny {
@@ -38,6 +44,8 @@ pub enum Ruling {
         text: String,
         /// The deciding reason's code.
         code: String,
+        /// The chain entry that decided, when the guardrail names one.
+        entry: Option<String>,
     },
     /// A guard holds it until a human approves it.
     Ask(Box<Ask>),
@@ -48,6 +56,9 @@ pub enum Ruling {
 pub struct Gate {
     guardrail: Option<Guardrail>,
     server: String,
+    metrics: Arc<Metrics>,
+    /// Where calls wait for an approver over HTTP (`--listen` only).
+    pending: Option<Arc<Pending>>,
 }
 
 /// The guarded methods and the tool names a policy sees for them.
@@ -78,12 +89,29 @@ pub fn subject(method: &str, params: &Value) -> Option<(String, Map<String, Valu
 impl Gate {
     /// A gate over `guardrail` (none: every call passes, as the config says).
     pub fn new(guardrail: Option<Guardrail>, server: impl Into<String>) -> Gate {
-        Gate { guardrail, server: server.into() }
+        Gate { guardrail, server: server.into(), metrics: Arc::default(), pending: None }
+    }
+
+    /// The same gate, holding the asks it cannot put to a client in
+    /// `pending` (for `--listen`'s `/v1/pending`).
+    pub fn with_pending(mut self, pending: Arc<Pending>) -> Gate {
+        self.pending = Some(pending);
+        self
+    }
+
+    /// Where asks wait for an approver, when there is such a place.
+    pub fn pending(&self) -> Option<&Arc<Pending>> {
+        self.pending.as_ref()
+    }
+
+    /// The counters every gate made from this one shares.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The same guardrail for the server `name`.
     pub fn for_server(&self, name: &str) -> Gate {
-        Gate { guardrail: self.guardrail.clone(), server: name.to_owned() }
+        Gate { server: name.to_owned(), ..self.clone() }
     }
 
     /// The server's name.
@@ -113,14 +141,15 @@ impl Gate {
     /// Decides `call`.
     pub async fn decide(&self, call: &ToolCallRequest) -> Result<Ruling, ToolCallError> {
         let Some(guardrail) = &self.guardrail else {
-            return Ok(Ruling::Allow { rewritten: None, outcome: "allow" });
+            return Ok(Ruling::Allow { rewritten: None, outcome: "allow", entry: None });
         };
         let verdict = guardrail.middleware.acheck(call).await?;
+        let entry = verdict.decision.metadata.get("decided_by").and_then(Value::as_str).map(str::to_owned);
         if verdict.allowed() {
             let rewritten =
                 guardhost::rewritten_args(&verdict.decision).map(|_| verdict.request.tool_input.clone());
             let outcome = guardhost::outcome::step_outcome(&verdict.decision, verdict.provider_error);
-            return Ok(Ruling::Allow { rewritten, outcome });
+            return Ok(Ruling::Allow { rewritten, outcome, entry });
         }
         if let Some(ask) = Ask::of(&verdict.decision) {
             return Ok(Ruling::Ask(Box::new(ask)));
@@ -131,7 +160,7 @@ impl Gate {
             .first()
             .map(|r| r.code.to_string())
             .unwrap_or_else(|| "oap.denied".into());
-        Ok(Ruling::Deny { text: denied_message(&call.tool_call, &verdict.decision).content, code })
+        Ok(Ruling::Deny { text: denied_message(&call.tool_call, &verdict.decision).content, code, entry })
     }
 
     /// `call` with the approval of `ask` (by `approver`) in its context,

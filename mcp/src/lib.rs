@@ -30,6 +30,9 @@
 //! - [`listen`]: the streamable HTTP transport towards clients (`--listen
 //!   ADDR`), with its checks (`Host`, `Origin`, bearer token);
 //!   [`session`]: one client's session, its proxy and its streams;
+//! - [`metrics`]: what was decided and served, for `GET /metrics`;
+//! - [`pending`]: calls held for an approver over HTTP (`/v1/pending`),
+//!   for clients that cannot be asked through elicitation;
 //! - [`config`]: the config file's `mcp:` section; [`error`]: how it fails.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -41,7 +44,9 @@ pub mod gate;
 pub mod http;
 pub mod listen;
 pub mod message;
+pub mod metrics;
 pub mod mux;
+pub mod pending;
 pub mod pins;
 pub mod proxy;
 pub mod session;

@@ -18,7 +18,9 @@
 //!   name rebound to 127.0.0.1 (HTTP 403);
 //! - with a bearer token, `Authorization: Bearer TOKEN` (HTTP 401,
 //!   compared in constant time; the token is never logged);
-//! - the path is `/mcp` (HTTP 404).
+//! - the path is `/mcp` (HTTP 404), `GET /metrics` for the counters
+//!   ([`crate::metrics`]), or `/v1/pending` for calls held for an approver
+//!   ([`crate::pending`]).
 //!
 //! A guardrail's denial is never an HTTP error: it is the JSON-RPC answer
 //! the stdio transport gives too ([`crate::proxy`]).
@@ -45,10 +47,20 @@ use crate::config::McpConfig;
 use crate::config::Servers;
 use crate::gate::Gate;
 use crate::message::{Kind, Message, INVALID_REQUEST};
-use crate::session::{Events, Refused, Session};
+use crate::pending::{Answer, AnswerError, Pending};
+use crate::session::{Events, First, Refused, Session};
 
 /// The path the transport is served at.
 pub const PATH: &str = "/mcp";
+
+/// The path of the counters (Prometheus's text format), behind the same
+/// checks.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// Where calls held for an approver are listed (`GET`) and answered
+/// (`POST /v1/pending/{id}` with `{"approved": true|false, "approved_by":
+/// NAME}`), behind the same checks.
+pub const PENDING_PATH: &str = "/v1/pending";
 
 /// The protocol versions a client may name in `MCP-Protocol-Version`.
 pub const VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -56,6 +68,9 @@ pub const VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-
 /// The JSON-RPC code of the errors the transport answers itself (a missing
 /// session, a refused header), as the SDKs' servers use it.
 const TRANSPORT_ERROR: i64 = -32000;
+
+/// A response that refuses a request, in place of what was asked for.
+type Refusal = Box<Response<Reply>>;
 
 /// How the transport is served.
 #[derive(Debug, Clone)]
@@ -96,6 +111,7 @@ struct Server {
     /// `Origin` values accepted (lower case).
     origins: Vec<String>,
     gate: Gate,
+    pending: Arc<Pending>,
     config: McpConfig,
     servers: Servers,
     sessions: Arc<Mutex<HashMap<String, Arc<Session>>>>,
@@ -113,11 +129,16 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let local = listener.local_addr()?;
     let (hosts, origins) = allowed(local, &options);
+    // Asks a client cannot be asked through elicitation wait here for an
+    // approver (`/v1/pending`).
+    let pending = Arc::new(Pending::default());
+    let gate = gate.with_pending(Arc::clone(&pending));
     let server = Arc::new(Server {
         options,
         hosts,
         origins,
         gate,
+        pending,
         config,
         servers,
         sessions: Arc::new(Mutex::new(HashMap::new())),
@@ -206,6 +227,12 @@ fn allowed(local: SocketAddr, options: &Listen) -> (Vec<String>, Vec<String>) {
 }
 
 async fn handle(server: &Server, request: Request<Incoming>) -> Response<Reply> {
+    let response = route(server, request).await;
+    server.gate.metrics().responded(response.status().as_u16());
+    response
+}
+
+async fn route(server: &Server, request: Request<Incoming>) -> Response<Reply> {
     let headers = request.headers();
     if let Some(refused) = server.check_host_and_origin(headers) {
         return refused;
@@ -219,6 +246,32 @@ async fn handle(server: &Server, request: Request<Incoming>) -> Response<Reply> 
             response.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
             return response;
         }
+    }
+    if request.uri().path() == METRICS_PATH && request.method() == Method::GET {
+        let open = server.sessions.lock().expect("not poisoned").len();
+        let mut response = Response::new(Reply::Whole(Some(Bytes::from(server.gate.metrics().render(open)))));
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+        return response;
+    }
+    if let Some(rest) = request.uri().path().strip_prefix(PENDING_PATH) {
+        return match (request.method().clone(), rest.strip_prefix('/')) {
+            (Method::GET, None) if rest.is_empty() => {
+                let list = serde_json::json!({"pending": server.pending.list()});
+                json_response(StatusCode::OK, &list)
+            }
+            (Method::POST, Some(id)) if !id.is_empty() && !id.contains('/') => {
+                let id = id.to_owned();
+                server.answer(&id, request.into_body()).await
+            }
+            _ => error(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "Not Found: GET {PENDING_PATH} lists the held calls, POST {PENDING_PATH}/ID answers one"
+                ),
+            ),
+        };
     }
     if request.uri().path() != PATH {
         return error(StatusCode::NOT_FOUND, &format!("Not Found: the MCP endpoint is {PATH}"));
@@ -263,7 +316,7 @@ impl Server {
         None
     }
 
-    fn session(&self, headers: &HeaderMap) -> Result<Arc<Session>, Box<Response<Reply>>> {
+    fn session(&self, headers: &HeaderMap) -> Result<Arc<Session>, Refusal> {
         let Some(id) = header(headers, "mcp-session-id") else {
             return Err(Box::new(error(
                 StatusCode::BAD_REQUEST,
@@ -315,37 +368,53 @@ impl Server {
         };
         let kind = message.kind().expect("a parsed message has a kind");
         let initialize = message.method().as_deref() == Some("initialize");
-        let (session, new) = match self.session(&headers) {
-            Ok(session) => (session, false),
+        let request = (kind == Kind::Request).then(|| {
+            let id = message.get("id").map(|id| id.get().to_owned()).unwrap_or_default();
+            let token = message
+                .value("params")
+                .and_then(|params| params.pointer("/_meta/progressToken").map(Value::to_string));
+            (id, token)
+        });
+        let (session, first) = match self.session(&headers) {
+            Ok(session) => (session, None),
             Err(_) if initialize && header(&headers, "mcp-session-id").is_none() => {
-                match self.start_session() {
-                    Ok(session) => (session, true),
+                // The session's first request is registered before its
+                // proxy starts: a server that cannot start answers it.
+                let first = request.clone().map(|(id, progress_token)| First {
+                    id,
+                    progress_token,
+                    version: version.clone(),
+                    message: body.clone(),
+                });
+                match self.start_session(first) {
+                    Ok((session, events)) => (session, Some(events)),
                     Err(refused) => return *refused,
                 }
             }
             Err(refused) => return *refused,
         };
-        let mut response = if kind == Kind::Request {
-            let id = message.get("id").map(|id| id.get().to_owned()).unwrap_or_default();
-            let token = message
-                .value("params")
-                .and_then(|params| params.pointer("/_meta/progressToken").map(Value::to_string));
-            let events = match session.open_request(&id, token, version.as_deref()) {
-                Ok(events) => events,
-                Err(_) => return ended(),
-            };
-            if !session.send(body).await {
-                session.abandon_request(&id);
-                return ended();
+        let new = first.is_some();
+        let mut response = match (first.flatten(), request) {
+            (Some(events), _) => event_stream(events),
+            (None, Some((id, token))) if !new => {
+                let events = match session.open_request(&id, token, version.as_deref()) {
+                    Ok(events) => events,
+                    Err(_) => return ended(),
+                };
+                if !session.send(body).await {
+                    session.abandon_request(&id);
+                    return ended();
+                }
+                event_stream(events)
             }
-            event_stream(events)
-        } else {
-            if !session.send(body).await {
-                return ended();
+            _ => {
+                if !session.send(body).await {
+                    return ended();
+                }
+                let mut response = Response::new(Reply::empty());
+                *response.status_mut() = StatusCode::ACCEPTED;
+                response
             }
-            let mut response = Response::new(Reply::empty());
-            *response.status_mut() = StatusCode::ACCEPTED;
-            response
         };
         if new {
             let id = HeaderValue::from_str(&session.id).expect("session ids are hex");
@@ -354,7 +423,7 @@ impl Server {
         response
     }
 
-    fn start_session(&self) -> Result<Arc<Session>, Box<Response<Reply>>> {
+    fn start_session(&self, first: Option<First>) -> Result<(Arc<Session>, Option<Events>), Refusal> {
         let mut sessions = self.sessions.lock().expect("not poisoned");
         if sessions.len() >= self.options.max_sessions {
             // Clients often end without DELETE: the session idle the
@@ -385,13 +454,60 @@ impl Server {
         let id = session_id();
         let registry = Arc::clone(&self.sessions);
         let key = id.clone();
-        let session =
-            Session::start(id, self.gate.clone(), self.config.clone(), self.servers.clone(), move || {
+        let (session, events) = Session::start(
+            id,
+            self.gate.clone(),
+            self.config.clone(),
+            self.servers.clone(),
+            first,
+            move || {
                 registry.lock().expect("not poisoned").remove(&key);
-            });
+            },
+        );
         sessions.insert(session.id.clone(), Arc::clone(&session));
+        self.gate.metrics().session_started();
         tracing::info!("an MCP session started ({} open)", sessions.len());
-        Ok(session)
+        Ok((session, events))
+    }
+
+    /// An approver's answer to a held call.
+    async fn answer(&self, id: &str, body: Incoming) -> Response<Reply> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Given {
+            approved: bool,
+            #[serde(default)]
+            approved_by: Option<String>,
+        }
+        let bad = |why: String| {
+            error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "Bad Request: {why}; send {{\"approved\": true or false, \"approved_by\": \"NAME\"}}"
+                ),
+            )
+        };
+        let given: Given = match read_body(body, 64 * 1024).await {
+            Ok(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(given) => given,
+                Err(e) => return bad(format!("the answer is not what this endpoint reads ({e})")),
+            },
+            Err(_) => return bad("the answer could not be read, or is over 64 KiB".into()),
+        };
+        match self.pending.answer(id, Answer { approved: given.approved, approved_by: given.approved_by }) {
+            Ok(held) => {
+                tracing::info!(
+                    server = %held.server,
+                    tool = %held.tool,
+                    entry = %held.ask.entry,
+                    approved = given.approved,
+                    "a held call was answered over {PENDING_PATH}; it runs (or is refused) when the client calls it again"
+                );
+                json_response(StatusCode::OK, &serde_json::to_value(&held).unwrap_or_default())
+            }
+            Err(e @ AnswerError::Unknown) => error(StatusCode::NOT_FOUND, &format!("Not Found: {e}")),
+            Err(e @ AnswerError::Answered) => error(StatusCode::CONFLICT, &format!("Conflict: {e}")),
+        }
     }
 
     fn get(&self, headers: &HeaderMap) -> Response<Reply> {
@@ -432,7 +548,7 @@ impl Server {
 
 /// The `MCP-Protocol-Version` a request names, if it is one this transport
 /// speaks.
-fn version(headers: &HeaderMap) -> Result<Option<String>, Box<Response<Reply>>> {
+fn version(headers: &HeaderMap) -> Result<Option<String>, Refusal> {
     match header(headers, "mcp-protocol-version") {
         None => Ok(None),
         Some(v) if VERSIONS.contains(&v) => Ok(Some(v.to_owned())),
@@ -510,6 +626,15 @@ fn event_stream(events: Events) -> Response<Reply> {
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<Reply> {
+    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    body.push(b'\n');
+    let mut response = Response::new(Reply::Whole(Some(Bytes::from(body))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 

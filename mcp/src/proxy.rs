@@ -26,6 +26,7 @@ use crate::framing::{spawn_reader, spawn_writer, Line};
 use crate::gate::{subject, Gate, Ruling};
 use crate::http;
 use crate::message::{self, raw, Kind, Message, INVALID_PARAMS, SERVER_GONE};
+use crate::pending::Standing;
 use crate::pins::{Pinned, Pins};
 use crate::McpError;
 
@@ -432,6 +433,7 @@ impl Proxy {
                     self.gate.server()
                 );
                 tracing::warn!(server = %self.gate.server(), tool = %tool, code = TOOL_CHANGED, "call refused");
+                self.gate.metrics().decided(self.gate.server(), &method, "withheld", None);
                 return self.deny(id, &method, &text, TOOL_CHANGED).await;
             }
             if self.hidden.contains(&tool) {
@@ -471,7 +473,15 @@ impl Proxy {
             return;
         }
         let tool = call.tool_call.name.clone().unwrap_or_default();
-        let micros = started.elapsed().as_micros() as u64;
+        let took = started.elapsed();
+        let micros = took.as_micros() as u64;
+        let outcome = match &ruling {
+            Ok(Ruling::Allow { outcome, .. }) => *outcome,
+            Ok(Ruling::Deny { .. }) => "deny",
+            Ok(Ruling::Ask(_)) => "ask",
+            Err(_) => "error",
+        };
+        self.gate.metrics().decided(self.gate.server(), &method, outcome, Some(took));
         // The arguments' digest names the call in the log without showing
         // a value (made only when the log takes it).
         let args = match tracing::enabled!(tracing::Level::INFO) {
@@ -479,8 +489,9 @@ impl Proxy {
             false => String::new(),
         };
         match ruling {
-            Ok(Ruling::Allow { rewritten, outcome }) => {
-                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, args = %args, outcome, micros, "decided");
+            Ok(Ruling::Allow { rewritten, outcome, entry }) => {
+                let entry = entry.unwrap_or_else(|| "-".to_owned());
+                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, args = %args, outcome, entry = %entry, micros, "decided");
                 if let Some(arguments) = rewritten {
                     let mut params = message.value("params").unwrap_or_else(|| json!({}));
                     rewrite(&method, &mut params, arguments);
@@ -488,13 +499,17 @@ impl Proxy {
                 }
                 self.forward_request(message, method).await
             }
-            Ok(Ruling::Deny { text, code }) => {
-                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, args = %args, code = %code, micros, "denied");
+            Ok(Ruling::Deny { text, code, entry }) => {
+                let entry = entry.unwrap_or_else(|| "-".to_owned());
+                tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, args = %args, code = %code, entry = %entry, micros, "denied");
                 self.deny(id, &method, &text, &code).await
             }
             Ok(Ruling::Ask(ask)) if self.elicitation && !approved => {
                 tracing::info!(server = %self.gate.server(), tool = %tool, entry = %ask.entry, digest = %ask.digest, "held for approval: asking the client");
                 self.ask(message, call, ask).await
+            }
+            Ok(Ruling::Ask(ask)) if !approved && self.gate.pending().is_some() => {
+                self.hold(message, call, ask).await
             }
             Ok(Ruling::Ask(ask)) => {
                 let why = if approved {
@@ -537,6 +552,52 @@ impl Proxy {
                 ("error".into(), raw(&error)),
             ]);
             self.to_client(&message).await
+        }
+    }
+
+    /// An ask a client cannot be asked through elicitation, over `--listen`:
+    /// the call is held for an approver (`/v1/pending`), or, when it was
+    /// answered, decided again with the approval or refused.
+    async fn hold(&mut self, message: Message, call: ToolCallRequest, ask: Box<Ask>) {
+        let pending = Arc::clone(self.gate.pending().expect("checked by the caller"));
+        let tool = call.tool_call.name.clone().unwrap_or_default();
+        let id = message.get("id").expect("a request has an id").to_owned();
+        let method = message.method().unwrap_or_default();
+        match pending.stand(self.gate.server(), &call, &ask) {
+            Standing::Answered(held, answer, asked) if answer.approved => {
+                // The approval is of the call as it was asked about (its
+                // digest covers the first request's id): that call is
+                // decided again, and this request runs on its verdict.
+                let (first, asked) = *asked;
+                tracing::info!(server = %self.gate.server(), tool = %tool, entry = %asked.entry, pending = %held, approved_by = answer.approved_by.as_deref().unwrap_or("-"), "approved over /v1/pending: decided again");
+                let approved = Gate::approved(&first, &asked, answer.approved_by.as_deref());
+                self.decide(message, approved, true)
+            }
+            Standing::Answered(held, _, asked) => {
+                let why = format!("an approver refused it (pending id {held})");
+                self.refuse_unapproved(message, &call, &asked.1, &why).await
+            }
+            Standing::Waiting(held) => {
+                tracing::info!(server = %self.gate.server(), tool = %tool, entry = %ask.entry, pending = %held, "held for an approver over /v1/pending");
+                let text = format!(
+                    "Guardrail denied: tool '{tool}' was held for approval (guardhost.approval_required). Reason: it \
+                     needs a human's approval (entry '{}', until {}), and this client cannot be asked (it declared \
+                     no elicitation capability). It waits as pending id {held}: once an approver has answered it \
+                     (POST /v1/pending/{held} on this proxy), the same call made again runs, or is refused. Wait \
+                     for the approval, or choose an alternative approach.",
+                    ask.entry, ask.deadline
+                );
+                self.deny(id, &method, &text, "guardhost.approval_required").await
+            }
+            Standing::Full => {
+                tracing::warn!(server = %self.gate.server(), tool = %tool, "an ask could not be held: too many calls wait for approval");
+                let text = format!(
+                    "Guardrail denied: tool '{tool}' was held for approval (guardhost.approval_required). Reason: it \
+                     needs a human's approval, and too many calls wait for one already. Choose an alternative \
+                     approach."
+                );
+                self.deny(id, &method, &text, "guardhost.approval_required").await
+            }
         }
     }
 

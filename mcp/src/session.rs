@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::io::BufReader;
 use tokio::sync::mpsc;
@@ -32,7 +33,7 @@ use crate::config::Servers;
 use crate::framing::spawn_writer;
 use crate::framing::{next_line, Line};
 use crate::gate::Gate;
-use crate::message::{Kind, Message};
+use crate::message::{Kind, Message, SERVER_GONE};
 use crate::mux;
 
 /// Events each stream keeps for a client that resumes it.
@@ -71,16 +72,32 @@ pub enum Refused {
 /// The events of one stream, as the client reads them.
 pub type Events = mpsc::UnboundedReceiver<Bytes>;
 
+/// The request that starts a session (its `initialize`).
+#[derive(Debug, Clone)]
+pub struct First {
+    /// Its id, as raw JSON text.
+    pub id: String,
+    /// Its progress token, as raw JSON text.
+    pub progress_token: Option<String>,
+    /// The protocol version its `MCP-Protocol-Version` named.
+    pub version: Option<String>,
+    /// The message itself.
+    pub message: Vec<u8>,
+}
+
 impl Session {
-    /// Starts a session whose proxy reaches `servers`; `ended` runs once
-    /// its proxy has ended (the client closed it, or the server exited).
+    /// Starts a session whose proxy reaches `servers`, its `first` request
+    /// registered and queued before the proxy starts (the stream of its
+    /// answer is given back); `ended` runs once its proxy has ended (the
+    /// client closed it, or the server exited).
     pub fn start(
         id: String,
         gate: Gate,
         config: McpConfig,
         servers: Servers,
+        first: Option<First>,
         ended: impl FnOnce() + Send + 'static,
-    ) -> Arc<Session> {
+    ) -> (Arc<Session>, Option<Events>) {
         let limit = config.max_message_bytes;
         let (to_proxy, proxy_in) = tokio::io::duplex(64 * 1024);
         let (proxy_out, from_proxy) = tokio::io::duplex(64 * 1024);
@@ -91,6 +108,14 @@ impl Session {
             input: Mutex::new(Some(input)),
             routes: Mutex::new(Routes::default()),
             last_active: Mutex::new(Instant::now()),
+        });
+        let events = first.map(|first| {
+            let events = session
+                .open_request(&first.id, first.progress_token, first.version.as_deref())
+                .expect("a session not started yet has not ended");
+            let input = session.input.lock().expect("not poisoned").clone().expect("not closed yet");
+            input.try_send(first.message).expect("the queue of a new session has room");
+            events
         });
         // What the proxy sends the client, onto the client's streams.
         let routing = Arc::clone(&session);
@@ -113,7 +138,7 @@ impl Session {
             running.end();
             ended();
         });
-        session
+        (session, events)
     }
 
     /// Hands a message from the client to the session's proxy; `false`
@@ -291,11 +316,20 @@ impl Session {
         }
     }
 
-    /// The proxy ended: every stream ends (each client's reader sees its
-    /// stream close), and nothing more can be opened.
+    /// The proxy ended: a request still waiting (its server could not be
+    /// started, say) is answered with an error, every stream ends (each
+    /// client's reader sees its stream close), and nothing more can be
+    /// opened.
     fn end(&self) {
-        let mut routes = self.routes.lock().expect("not poisoned");
+        let mut guard = self.routes.lock().expect("not poisoned");
+        let routes = &mut *guard;
         routes.ended = true;
+        let waiting: Vec<(String, u64)> = routes.answers.drain().collect();
+        for (id, number) in waiting {
+            let Ok(id) = RawValue::from_string(id) else { continue };
+            let text = "the MCP session ended before answering: its server exited or could not be started";
+            routes.emit(number, &Message::error(Some(id), SERVER_GONE, text).to_line());
+        }
         for stream in routes.streams.values_mut() {
             stream.client = None;
         }

@@ -8,6 +8,7 @@ stream resumed after its connection broke."""
 import asyncio
 import http.client
 import json
+import re
 import subprocess
 import time
 from urllib.parse import urlsplit
@@ -220,6 +221,7 @@ def test_a_bearer_token_is_required_and_never_logged(write_config):
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {token}"}):
             refused = raw.request("POST", initialize_body(), headers)
             assert refused.status == 401 and refused.getheader("WWW-Authenticate") == "Bearer"
+        assert raw.request("GET", path="/metrics", accept="text/plain").status == 401
         headers = raw.session(token=token)
         answered = raw.request("POST", {"jsonrpc": "2.0", "id": 5, "method": "ping"}, headers)
         assert next(messages(answered))["id"] == 5
@@ -281,3 +283,94 @@ def test_idle_sessions_end_and_the_longest_idle_makes_room(write_config):
         assert raw.request("POST", ping, second).status == 200
         time.sleep(4.5)
         assert raw.request("POST", ping, second).status == 404, "an idle session ends"
+
+
+def test_metrics_count_decisions_sessions_and_responses(write_config, tmp_path):
+    config = write_config(
+        """
+        guardrails:
+          enabled: true
+          providers:
+            - use: builtin:AllowlistProvider
+              name: refused-writes
+              config: {denied_tools: [write_file]}
+            - use: builtin:AllowlistProvider
+              name: refused-moves
+              config: {denied_tools: [move_file]}
+        """
+    )
+    with listening(config, "--", *server_command()) as (url, log):
+        raw = Raw(url)
+        assert raw.request("POST", initialize_body(), {"Host": "evil.example.com"}).status == 403
+        headers = raw.session()
+        for id, (name, args) in enumerate([("echo", {"text": "x"}), ("write_file", {"path": str(tmp_path / "w"), "content": "x"})]):
+            call = {"jsonrpc": "2.0", "id": 10 + id, "method": "tools/call", "params": {"name": name, "arguments": args}}
+            assert next(messages(raw.request("POST", call, headers)))["id"] == 10 + id
+        metrics = raw.request("GET", path="/metrics", accept="text/plain")
+        assert metrics.status == 200 and metrics.getheader("Content-Type").startswith("text/plain")
+        lines = metrics.read().decode().splitlines()
+        # The decision log names the entry that decided.
+        denied = [l for l in log.read_text().splitlines() if " denied server=server" in l and "write_file" in l]
+        assert denied and "entry=refused-writes" in denied[0], log.read_text()[-2000:]
+    for line in [
+        'guardhost_mcp_decisions_total{server="server",method="tools/call",outcome="allow"} 1',
+        'guardhost_mcp_decisions_total{server="server",method="tools/call",outcome="deny"} 1',
+        'guardhost_mcp_decision_seconds_count{server="server"} 2',
+        "guardhost_mcp_sessions_open 1",
+        "guardhost_mcp_sessions_started_total 1",
+        'guardhost_mcp_http_responses_total{status="403"} 1',
+    ]:
+        assert line in lines, line
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_server_that_cannot_start_answers_the_initialize_with_an_error(write_config, tmp_path):
+    config = write_config(DENY_WRITES)
+    with listening(config, "--", str(tmp_path / "no-such-server")) as (url, log):
+        response = Raw(url).request("POST", initialize_body())
+        assert response.status == 200
+        answer = next(messages(response))
+        assert answer["id"] == 1 and answer["error"]["code"] == -32000
+        assert "cannot start the MCP server" in log.read_text()
+
+
+def test_a_client_that_cannot_be_asked_waits_for_an_approver_over_v1_pending(write_config):
+    config = write_config(
+        """
+        guardrails:
+          enabled: true
+          provider:
+            use: builtin:ApprovalGuardrailProvider
+            config: {ask: [echo], timeout_s: 120}
+        """
+    )
+    with listening(config, "--", *server_command()) as (url, _):
+        raw = Raw(url)
+        headers = raw.session()  # no elicitation capability
+
+        def call(id):
+            body = {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "approve me"}}}
+            return next(messages(raw.request("POST", body, headers)))["result"]
+
+        def held_id(result):
+            assert result["isError"], result
+            return re.search(r"pending id ([0-9a-f]+)", result["content"][0]["text"]).group(1)
+
+        pending_id = held_id(call(1))
+        assert held_id(call(2)) == pending_id, "the same call waits under the same id"
+        listed = json.loads(raw.request("GET", path="/v1/pending").read())["pending"]
+        assert [(p["id"], p["tool"], p["arguments"], p["answer"]) for p in listed] == [
+            (pending_id, "echo", {"text": "approve me"}, None)
+        ]
+        assert raw.request("POST", {"approved": True, "approved_by": "ops"}, path=f"/v1/pending/{pending_id}").status == 200
+        assert raw.request("POST", {"approved": True}, path=f"/v1/pending/{pending_id}").status == 409
+        ran = call(3)
+        assert not ran.get("isError") and ran["content"][0]["text"] == "approve me"
+        # An answer is used once: the same call waits again, and a refusal refuses it.
+        again = held_id(call(4))
+        assert again != pending_id
+        assert raw.request("POST", {"approve": True}, path=f"/v1/pending/{again}").status == 400
+        assert raw.request("POST", {"approved": False}, path=f"/v1/pending/{again}").status == 200
+        refused = call(5)
+        assert refused["isError"] and "guardhost.approval_refused" in refused["content"][0]["text"]
+        assert raw.request("POST", {"approved": True}, path="/v1/pending/0000").status == 404
