@@ -14,11 +14,15 @@ use std::time::Duration;
 /// Upper bounds of the decision-time histogram's buckets, in seconds.
 const BUCKETS: [f64; 10] = [0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.05, 0.25];
 
+/// One server's decisions by (method, outcome).
+type Counts = BTreeMap<(&'static str, &'static str), u64>;
+
 /// The proxy's counters.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Decisions by (server, method, outcome).
-    decisions: Mutex<BTreeMap<(String, String, String), u64>>,
+    /// Decisions by server, then (method, outcome): a decision allocates
+    /// nothing once its server has been counted.
+    decisions: Mutex<BTreeMap<String, Counts>>,
     /// Decision times by server: bucket counts, count, sum.
     times: Mutex<BTreeMap<String, Histogram>>,
     sessions_started: AtomicU64,
@@ -37,13 +41,28 @@ impl Metrics {
     /// Counts one decision at a guard point: `outcome` is `allow`,
     /// `rewrite`, `deny`, `ask`, `error` or `withheld` (a changed tool's
     /// call), `took` how long the guardrail took (none for `withheld`).
-    pub fn decided(&self, server: &str, method: &str, outcome: &str, took: Option<Duration>) {
-        let key = (server.to_owned(), method.to_owned(), outcome.to_owned());
-        *self.decisions.lock().expect("not poisoned").entry(key).or_default() += 1;
+    pub fn decided(&self, server: &str, method: &str, outcome: &'static str, took: Option<Duration>) {
+        let method = match method {
+            "tools/call" => "tools/call",
+            "resources/read" => "resources/read",
+            "prompts/get" => "prompts/get",
+            _ => "other",
+        };
+        {
+            let mut decisions = self.decisions.lock().expect("not poisoned");
+            if !decisions.contains_key(server) {
+                decisions.insert(server.to_owned(), BTreeMap::new());
+            }
+            let by_server = decisions.get_mut(server).expect("inserted above");
+            *by_server.entry((method, outcome)).or_default() += 1;
+        }
         if let Some(took) = took {
             let seconds = took.as_secs_f64();
             let mut times = self.times.lock().expect("not poisoned");
-            let histogram = times.entry(server.to_owned()).or_default();
+            if !times.contains_key(server) {
+                times.insert(server.to_owned(), Histogram::default());
+            }
+            let histogram = times.get_mut(server).expect("inserted above");
             for (bound, count) in BUCKETS.iter().zip(histogram.buckets.iter_mut()) {
                 if seconds <= *bound {
                     *count += 1;
@@ -70,14 +89,14 @@ impl Metrics {
         let mut out = String::new();
         let _ = writeln!(out, "# HELP guardhost_mcp_decisions_total Guard-point decisions (tools/call, resources/read, prompts/get) by server, method and outcome.");
         let _ = writeln!(out, "# TYPE guardhost_mcp_decisions_total counter");
-        for ((server, method, outcome), count) in self.decisions.lock().expect("not poisoned").iter() {
-            let _ = writeln!(
-                out,
-                "guardhost_mcp_decisions_total{{server=\"{}\",method=\"{}\",outcome=\"{}\"}} {count}",
-                escape(server),
-                escape(method),
-                escape(outcome)
-            );
+        for (server, counts) in self.decisions.lock().expect("not poisoned").iter() {
+            for ((method, outcome), count) in counts {
+                let _ = writeln!(
+                    out,
+                    "guardhost_mcp_decisions_total{{server=\"{}\",method=\"{method}\",outcome=\"{outcome}\"}} {count}",
+                    escape(server)
+                );
+            }
         }
         let _ = writeln!(
             out,
