@@ -227,7 +227,21 @@ fn allowed(local: SocketAddr, options: &Listen) -> (Vec<String>, Vec<String>) {
 }
 
 async fn handle(server: &Server, request: Request<Incoming>) -> Response<Reply> {
-    let response = route(server, request).await;
+    // A browser page on an accepted origin (the Origin check passed) may
+    // read the answer, and the session id and auth challenge in it.
+    let origin = header(request.headers(), "origin").map(str::to_owned);
+    let mut response = route(server, request).await;
+    if let (Some(origin), false) = (origin, response.status() == StatusCode::FORBIDDEN) {
+        if let Ok(origin) = HeaderValue::from_str(&origin) {
+            let headers = response.headers_mut();
+            headers.insert("access-control-allow-origin", origin);
+            headers.insert(
+                "access-control-expose-headers",
+                HeaderValue::from_static("mcp-session-id, www-authenticate"),
+            );
+            headers.insert("vary", HeaderValue::from_static("origin"));
+        }
+    }
     server.gate.metrics().responded(response.status().as_u16());
     response
 }
@@ -236,6 +250,22 @@ async fn route(server: &Server, request: Request<Incoming>) -> Response<Reply> {
     let headers = request.headers();
     if let Some(refused) = server.check_host_and_origin(headers) {
         return refused;
+    }
+    // A browser's preflight carries no credentials: answered before the
+    // token check, for origins the check above accepted.
+    if request.method() == Method::OPTIONS {
+        let mut response = Response::new(Reply::empty());
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        let headers = response.headers_mut();
+        headers.insert("access-control-allow-methods", HeaderValue::from_static("GET, POST, DELETE"));
+        headers.insert(
+            "access-control-allow-headers",
+            HeaderValue::from_static(
+                "accept, authorization, content-type, last-event-id, mcp-protocol-version, mcp-session-id",
+            ),
+        );
+        headers.insert("access-control-max-age", HeaderValue::from_static("600"));
+        return response;
     }
     if let Some(token) = &server.options.token {
         if !bearer_matches(headers, token) {

@@ -181,7 +181,15 @@ def test_the_transport_refuses_what_it_must_and_says_why(write_config):
         for origin in (f"http://localhost:{port}", f"http://127.0.0.1:{port}"):
             accepted = raw.request("POST", initialize_body(), {"Origin": origin})
             assert accepted.status == 200 and accepted.getheader("Mcp-Session-Id")
+            # A page on an accepted origin may read the answer and its session id.
+            assert accepted.getheader("Access-Control-Allow-Origin") == origin
+            assert "mcp-session-id" in accepted.getheader("Access-Control-Expose-Headers")
             accepted.connection.close()
+            preflight = raw.request("OPTIONS", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+            assert preflight.status == 204 and preflight.getheader("Access-Control-Allow-Origin") == origin
+            assert "mcp-session-id" in preflight.getheader("Access-Control-Allow-Headers")
+        foreign = raw.request("OPTIONS", headers={"Origin": "http://evil.example.com"})
+        assert foreign.status == 403 and foreign.getheader("Access-Control-Allow-Origin") is None
         # Elsewhere than /mcp.
         assert raw.request("POST", initialize_body(), path="/other").status == 404
         # Accept and Content-Type.
@@ -222,6 +230,9 @@ def test_a_bearer_token_is_required_and_never_logged(write_config):
             refused = raw.request("POST", initialize_body(), headers)
             assert refused.status == 401 and refused.getheader("WWW-Authenticate") == "Bearer"
         assert raw.request("GET", path="/metrics", accept="text/plain").status == 401
+        # A browser's preflight carries no credentials.
+        origin = f"http://127.0.0.1:{raw.port}"
+        assert raw.request("OPTIONS", headers={"Origin": origin, "Access-Control-Request-Method": "POST"}).status == 204
         headers = raw.session(token=token)
         answered = raw.request("POST", {"jsonrpc": "2.0", "id": 5, "method": "ping"}, headers)
         assert next(messages(answered))["id"] == 5
