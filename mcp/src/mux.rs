@@ -135,7 +135,9 @@ where
                 }
             }
             Event::Backend(n, Some(Ok(Line::Message(bytes)))) => mux.backend_line(n, &bytes).await,
-            Event::Backend(_, Some(Ok(Line::TooLong(_)))) => {}
+            Event::Backend(n, Some(Ok(Line::TooLong(length)))) => {
+                tracing::error!(server = %mux.backends[n].name, "a message of {length} bytes from the server's proxy, over the limit (mcp.max_message_bytes), was dropped");
+            }
             Event::Backend(n, _) => {
                 open -= 1;
                 mux.backend_ended(n).await;
@@ -417,7 +419,13 @@ impl Mux {
     }
 
     async fn backend_line(&mut self, n: usize, bytes: &[u8]) {
-        let Ok(mut message) = Message::parse(bytes) else { return };
+        let mut message = match Message::parse(bytes) {
+            Ok(message) => message,
+            Err(problem) => {
+                tracing::error!(server = %self.backends[n].name, "a line from the server's proxy was dropped: {problem}");
+                return;
+            }
+        };
         match message.kind().expect("parsed messages have a kind") {
             Kind::Request => {
                 let id = message.take("id").expect("a request has an id");
