@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use guardhost::{Guardrail, GuardrailRequest, ProviderFailure, ToolCallRequest};
+use guardhost::{Described, Guardrail, GuardrailRequest, ProviderFailure, ToolCallRequest};
 
 use crate::error::CliError;
 use crate::setup::load_guardrail;
@@ -16,78 +16,16 @@ pub fn run(config_path: Option<&Path>, require_guardrail: bool) -> Result<ExitCo
         outln!("guardrail:        none installed ({why}); tool calls run unchecked")?;
         return Ok(ExitCode::SUCCESS);
     };
-    let info = &guardrail.info;
-    let keys =
-        if info.accepted_keys.is_empty() { "(none)".to_owned() } else { info.accepted_keys.join(", ") };
-    let extra = if info.accepts_extra_keys { " (and any other key)" } else { "" };
-    outln!("guardrail:        installed")?;
-    outln!("provider:         {}", info.name)?;
-    outln!("source:           {}", info.source)?;
-    let program = info.abi_kind == guardhost::AbiKind::Protocol;
-    if program {
-        outln!("protocol:         {} (provider protocol)", info.abi_version.0)?;
-        outln!("accepted keys:    checked by the program itself")?;
-        outln!("framework:        sent in init (\"deerflow\")")?;
-    } else {
-        outln!("abi:              {}.{} ({})", info.abi_version.0, info.abi_version.1, info.abi_kind)?;
-        outln!("accepted keys:    {keys}{extra}")?;
-        outln!(
-            "framework:        {}",
-            if info.framework_injected { "injected (\"deerflow\")" } else { "not injected" }
-        )?;
-    }
-    match info.isolation {
-        guardhost::Isolation::Process if program => {
-            outln!("isolation:        process (the program itself, restarted when it dies)")?
-        }
-        guardhost::Isolation::Process => {
-            outln!("isolation:        process (a `guardhost provider-server` child, restarted when it dies)")?
-        }
-        guardhost::Isolation::InProcess => outln!("isolation:        in_process")?,
-    }
-    match info.transport {
-        #[cfg(target_os = "linux")]
-        Some(guardhost::Transport::SharedMemory) => outln!(
-            "transport:        shared memory ({} slots of {} KiB; pipes for larger messages)",
-            guardhost_isolation::shm::SLOTS,
-            guardhost_isolation::shm::SLOT_BYTES >> 10
-        )?,
-        // Linux only: refused elsewhere when the config is read.
-        #[cfg(not(target_os = "linux"))]
-        Some(guardhost::Transport::SharedMemory) => outln!("transport:        shared memory")?,
-        Some(guardhost::Transport::Pipes) => outln!("transport:        pipes")?,
-        None => {}
-    }
-    match info.timeout_ms {
-        Some(ms) => outln!("timeout:          {ms} ms per call")?,
-        None => outln!("timeout:          none (calls are waited for)")?,
-    }
-    if let Some(sha256) = &info.sha256 {
-        outln!("sha256:           {sha256}")?;
-    }
-    if !info.path_keys.is_empty() {
-        outln!(
-            "paths:            {} (relative to {})",
-            info.path_keys.join(", "),
-            config.base_dir.display()
-        )?;
-    }
-    if !info.unread_inputs.is_empty() {
-        outln!("not read:         {} (declared; not prepared for it)", info.unread_inputs.join(", "))?;
-    }
-    if info.never_blocks {
-        outln!("blocks:           never (declared; decided where nothing may wait)")?;
-    }
-    outln!("fail_closed:      {}", guardrail.middleware.fail_closed())?;
-    match guardrail.middleware.mode() {
-        guardhost::Mode::Enforce => outln!("mode:             enforce (denials block calls)")?,
-        mode => outln!("mode:             {mode} (denials are recorded and counted; the calls run)")?,
-    }
-    outln!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"))?;
     if !guardrail.middleware.is_chain() {
+        outln!("guardrail:        installed")?;
+        let one = guardrail.described().next().expect("an installed guardrail has a guard");
+        describe(&config, &one, "", false)?;
+        outln!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"))?;
         outln!("probe:            {}", probe(&guardrail, 0)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let guards = guardrail.middleware.guards();
+    outln!("guardrail:        installed: {} guards, asked in order; the first denial wins", guards.len())?;
     if config.authorization.enabled {
         let authorization = &config.authorization;
         outln!(
@@ -100,22 +38,107 @@ pub fn run(config_path: Option<&Path>, require_guardrail: bool) -> Result<ExitCo
             }
         )?;
     }
-    let guards = guardrail.middleware.guards();
-    outln!("chain:            {} entries, asked in order; the first denial wins", guards.len())?;
-    for (index, (guard, info)) in guards.iter().zip(&guardrail.entries).enumerate() {
-        let sees = guard.selector().map_or_else(|| "every tool".to_owned(), ToString::to_string);
-        outln!(
-            "  {}. {}: {} from {}; sees {sees}; fail_closed {}, mode {}",
-            index + 1,
-            guard.name(),
-            info.name,
-            info.source,
-            guard.fail_closed(),
-            guard.mode()
-        )?;
-        outln!("     probe: {}", probe(&guardrail, index)?)?;
+    outln!("passport:         {}", guardrail.middleware.passport().unwrap_or("(none)"))?;
+    for (index, entry) in guardrail.described().enumerate() {
+        outln!("\nguard {}", entry.label())?;
+        describe(&config, &entry, "  ", true)?;
+        outln!("  probe:            {}", probe(&guardrail, index)?)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lines that describe one guard: its provider, how it is built, and
+/// its middleware settings (with the tools it sees, in a chain), each
+/// line after `indent`.
+fn describe(
+    config: &guardhost::LoadedConfig,
+    entry: &Described<'_>,
+    indent: &str,
+    chain: bool,
+) -> Result<(), CliError> {
+    let info = entry.provider;
+    let guard = entry.guard;
+    let keys =
+        if info.accepted_keys.is_empty() { "(none)".to_owned() } else { info.accepted_keys.join(", ") };
+    let extra = if info.accepts_extra_keys { " (and any other key)" } else { "" };
+    outln!("{indent}provider:         {}", info.name)?;
+    outln!("{indent}source:           {}", info.source)?;
+    let program = info.abi_kind == guardhost::AbiKind::Protocol;
+    if program {
+        outln!("{indent}protocol:         {} (provider protocol)", info.abi_version.0)?;
+        outln!("{indent}accepted keys:    checked by the program itself")?;
+        outln!("{indent}framework:        sent in init (\"deerflow\")")?;
+    } else {
+        outln!(
+            "{indent}abi:              {}.{} ({})",
+            info.abi_version.0,
+            info.abi_version.1,
+            info.abi_kind
+        )?;
+        outln!("{indent}accepted keys:    {keys}{extra}")?;
+        outln!(
+            "{indent}framework:        {}",
+            if info.framework_injected { "injected (\"deerflow\")" } else { "not injected" }
+        )?;
+    }
+    match info.isolation {
+        guardhost::Isolation::Process if program => {
+            outln!("{indent}isolation:        process (the program itself, restarted when it dies)")?
+        }
+        guardhost::Isolation::Process => outln!(
+            "{indent}isolation:        process (a `guardhost provider-server` child, restarted when it dies)"
+        )?,
+        guardhost::Isolation::InProcess => outln!("{indent}isolation:        in_process")?,
+    }
+    match info.transport {
+        #[cfg(target_os = "linux")]
+        Some(guardhost::Transport::SharedMemory) => outln!(
+            "{indent}transport:        shared memory ({} slots of {} KiB; pipes for larger messages)",
+            guardhost_isolation::shm::SLOTS,
+            guardhost_isolation::shm::SLOT_BYTES >> 10
+        )?,
+        // Linux only: refused elsewhere when the config is read.
+        #[cfg(not(target_os = "linux"))]
+        Some(guardhost::Transport::SharedMemory) => outln!("{indent}transport:        shared memory")?,
+        Some(guardhost::Transport::Pipes) => outln!("{indent}transport:        pipes")?,
+        None => {}
+    }
+    match info.timeout_ms {
+        Some(ms) => outln!("{indent}timeout:          {ms} ms per call")?,
+        None => outln!("{indent}timeout:          none (calls are waited for)")?,
+    }
+    if let Some(sha256) = &info.sha256 {
+        outln!("{indent}sha256:           {sha256}")?;
+    }
+    if !info.path_keys.is_empty() {
+        outln!(
+            "{indent}paths:            {} (relative to {})",
+            info.path_keys.join(", "),
+            config.base_dir.display()
+        )?;
+    }
+    if !info.unread_inputs.is_empty() {
+        outln!(
+            "{indent}not read:         {} (declared; not prepared for it)",
+            info.unread_inputs.join(", ")
+        )?;
+    }
+    if info.never_blocks {
+        outln!("{indent}blocks:           never (declared; decided where nothing may wait)")?;
+    }
+    if chain {
+        let sees = guard.selector().map_or_else(|| "every tool".to_owned(), ToString::to_string);
+        outln!("{indent}sees:             {sees}")?;
+    }
+    outln!("{indent}fail_closed:      {}", guard.fail_closed())?;
+    match guard.mode() {
+        guardhost::Mode::Enforce => outln!("{indent}mode:             enforce (denials block calls)")?,
+        mode => outln!("{indent}mode:             {mode} (denials are recorded and counted; the calls run)")?,
+    }
+    if !entry.written.digest.is_empty() {
+        outln!("{indent}entry digest:     {} (the entry as written)", entry.written.digest)?;
+    }
+    Ok(())
 }
 
 /// The tool of the harmless call `check` decides: no tool has this name,

@@ -38,17 +38,17 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     outln!("call: tool '{tool}' with {}", serde_json::Value::Object(call.tool_call.args.clone()))?;
     #[cfg(feature = "cedar")]
     let specs = config.guard_specs();
-    for (number, (step, info)) in explained.steps.iter().zip(&guardrail.entries).enumerate() {
-        let kind = match step.kind {
-            guardhost::GuardKind::Authorization => "authorization",
-            _ => "guardrail",
-        };
-        out!("{:>3}. {} ({} provider, {kind}): ", number + 1, step.entry, info.name)?;
+    for (number, (step, entry)) in explained.steps.iter().zip(guardrail.described()).enumerate() {
+        let info = entry.provider;
+        out!("  {} ({} provider at {}): ", step.entry, info.name, entry.written.place)?;
         match &step.answer {
             StepAnswer::NotSelected => outln!("not asked: its `tools:` leave '{tool}' out")?,
             StepAnswer::NotAsked => outln!("not asked: an entry before it decided the call")?,
-            StepAnswer::Asked { decision, provider_error, request } => {
+            StepAnswer::Asked { decision, provider_error, request, cause } => {
                 outln!("{}", said(decision, *provider_error))?;
+                if let Some(cause) = cause {
+                    outln!("       cause: {cause}")?;
+                }
                 for reason in decision.reasons.iter().skip(1) {
                     outln!("       also: {}: {}", reason.code, reason.message)?;
                 }

@@ -111,8 +111,8 @@ fn decision(c: &mut Criterion) {
     {
         use guardhost_abi::Provider;
         let config = guardhost_allowlist::AllowlistConfig {
-            allowed_tools: None,
             denied_tools: Some(vec!["bash".into(), "write_file".into(), "str_replace".into()]),
+            ..Default::default()
         };
         let provider = guardhost_allowlist::AllowlistProvider::new(config).unwrap();
         let args = r#"{"path":"/mnt/user-data/workspace/README.md"}"#;

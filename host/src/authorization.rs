@@ -140,6 +140,12 @@ impl GuardrailProvider for AuthorizationAdapter {
             evaluation
         }))
     }
+
+    /// The adapter's own reason (`authz.infrastructure_tool`) has no
+    /// message: the provider's declaration is the adapter's.
+    fn messages_quote_input(&self) -> bool {
+        self.inner.messages_quote_input()
+    }
 }
 
 /// Why a tool list could not be filtered.

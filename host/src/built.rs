@@ -230,8 +230,8 @@ pub enum BuildError {
     /// of `guardrails.providers`) could not be built.
     #[error("{entry}: {source}")]
     Entry {
-        /// Which one (`authorization.provider`, `guardrails.providers`
-        /// entry 2 ...).
+        /// Which one (`` `authorization.provider` ``,
+        /// `` `guardrails.providers[1]` ('cedar') `` ...).
         entry: String,
         /// Why.
         source: Box<BuildError>,

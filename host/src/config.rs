@@ -23,8 +23,8 @@ const SECTION_KEYS: [&str; 5] = ["enabled", "fail_closed", "passport", "provider
 
 /// Every key the section may hold: found at the top level next to a
 /// `guardrails:` key, one of these was meant to be indented under it.
-const ALL_SECTION_KEYS: [&str; 7] =
-    ["enabled", "fail_closed", "passport", "provider", "providers", "mode", "decision_log"];
+const ALL_SECTION_KEYS: [&str; 8] =
+    ["enabled", "fail_closed", "passport", "provider", "providers", "mode", "decision_log", "audit_messages"];
 
 /// The environment variable that makes a config installing no guardrail an
 /// error, as `--require-guardrail` does: `1` or `true` (any case) to
@@ -61,6 +61,35 @@ pub struct GuardrailsConfig {
     /// [`crate::decision_log`]).
     #[serde(default)]
     pub decision_log: Option<DecisionLogConfig>,
+    /// How audit events record the providers' reason messages (see
+    /// [`AuditMessages`]).
+    #[serde(default, skip_serializing_if = "AuditMessages::is_default")]
+    pub audit_messages: AuditMessages,
+}
+
+/// `guardrails.audit_messages`: how audit events record a provider's
+/// reason messages, which may quote the call's arguments (a command, a
+/// path) that an audit log must not hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditMessages {
+    /// As written for a provider that declares its messages never quote a
+    /// call's input (the built-in allowlist and RBAC providers: DeerFlow's
+    /// configs audit exactly as DeerFlow does), a fixed text per reason
+    /// code for every other provider.
+    #[default]
+    Declared,
+    /// A fixed text per reason code, whatever the provider declares.
+    Fixed,
+    /// As written, whatever the provider declares (DeerFlow's own
+    /// behaviour; the audit log may then hold arguments a provider quotes).
+    AsWritten,
+}
+
+impl AuditMessages {
+    fn is_default(&self) -> bool {
+        *self == AuditMessages::Declared
+    }
 }
 
 /// `guardrails.mode`: what a denial does.
@@ -109,6 +138,7 @@ impl Default for GuardrailsConfig {
             providers: None,
             mode: Mode::Enforce,
             decision_log: None,
+            audit_messages: AuditMessages::Declared,
         }
     }
 }
@@ -171,6 +201,10 @@ pub struct ProviderSpec {
     /// `fail_closed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_closed: Option<bool>,
+    /// What this entry's denials do; default: the section's `mode`. An
+    /// entry in `warn` or `observe` runs in shadow beside enforcing ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
 }
 
 /// `provider.transport`: how calls reach a provider process.
@@ -235,6 +269,7 @@ impl ProviderSpec {
             tools: Vec::new(),
             except_tools: Vec::new(),
             fail_closed: None,
+            mode: None,
         }
     }
 
@@ -364,6 +399,17 @@ pub struct LoadedConfig {
     /// version running (reload logs, `/readyz`) without showing what it
     /// holds.
     pub digest: String,
+    /// The digest of each guard's entry as written (see
+    /// [`LoadedConfig::guard_digests`]): the `authorization:` provider's,
+    /// then each `guardrails:` entry's.
+    entry_digests: EntryDigests,
+}
+
+/// The digests of the provider entries as the file writes them.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct EntryDigests {
+    authorization: Option<String>,
+    guardrails: Vec<String>,
 }
 
 /// A config that cannot be used. Every variant says what to fix.
@@ -526,6 +572,33 @@ impl LoadedConfig {
         first.into_iter().chain(guardrails).collect()
     }
 
+    /// The digest of each guard's entry as the file writes it (before
+    /// `$ENV_VAR` references are resolved), in the order of
+    /// [`LoadedConfig::guard_specs`]: `sha256:` and hex, or `""` for a spec
+    /// that was not read from YAML.
+    pub fn guard_digests(&self) -> Vec<String> {
+        let digests = &self.entry_digests;
+        let authorization = &self.authorization;
+        let first = (authorization.enabled && authorization.provider.is_some())
+            .then(|| digests.authorization.clone().unwrap_or_default());
+        let count = if self.guardrails.enabled { self.guardrails.entries().len() } else { 0 };
+        let rest = (0..count).map(|i| digests.guardrails.get(i).cloned().unwrap_or_default());
+        first.into_iter().chain(rest).collect()
+    }
+
+    /// Where the config writes each guard, in the order of
+    /// [`LoadedConfig::guard_specs`]: `authorization.provider`, then
+    /// [`entry_place`] of each `guardrails:` entry.
+    pub fn guard_places(&self) -> Vec<String> {
+        let authorization = &self.authorization;
+        let first = (authorization.enabled && authorization.provider.is_some())
+            .then(|| "`authorization.provider`".to_owned());
+        let chain = self.guardrails.providers.is_some();
+        let entries = if self.guardrails.enabled { self.guardrails.entries() } else { &[] };
+        let rest = entries.iter().enumerate().map(|(i, _)| entry_place(chain, i, None));
+        first.into_iter().chain(rest).collect()
+    }
+
     /// Why this config installs no guardrail (`None` when it installs one):
     /// the file has no section, `enabled` is false, or no provider is set.
     pub fn unguarded_reason(&self) -> Option<&'static str> {
@@ -580,6 +653,13 @@ impl LoadedConfig {
             }
             other => return Err(ConfigError::NotAMapping { origin: name, found: json_type(&other) }),
         };
+        let entry_digests = EntryDigests {
+            authorization: authorization
+                .as_ref()
+                .and_then(|a| a.get("provider"))
+                .map(|p| digest_of(&p.to_string())),
+            guardrails: entry_digests(&section),
+        };
         let authorization = read_authorization(authorization, &name, &lookup)?;
         // DeerFlow takes `provider: null` for no provider; here it is an
         // error, since a section that names `provider` means to have one.
@@ -615,6 +695,7 @@ impl LoadedConfig {
             section_found,
             authorization,
             digest: digest_of(text),
+            entry_digests,
         })
     }
 }
@@ -641,11 +722,39 @@ fn check_entries(section: &GuardrailsConfig) -> Result<(), String> {
     for (index, spec) in section.entries().iter().enumerate() {
         spec.validate().map_err(|message| match chain {
             // Each entry's messages name `provider.<key>`: say which entry.
-            true => format!("`providers` entry {} (counting from 1): {message}", index + 1),
+            true => format!("{}: {message}", entry_place(chain, index, spec.name.as_deref())),
             false => message,
         })?;
     }
     Ok(())
+}
+
+/// Where the config writes entry `index` of the `guardrails:` section, as
+/// every message names it: `guardrails.provider`, or
+/// `guardrails.providers[1]` (counting from 0, as a YAML path does), with
+/// the entry's `name:` when it has one.
+pub fn entry_place(chain: bool, index: usize, name: Option<&str>) -> String {
+    let place = match chain {
+        true => format!("`guardrails.providers[{index}]`"),
+        false => "`guardrails.provider`".to_owned(),
+    };
+    match name {
+        Some(name) => format!("{place} ('{name}')"),
+        None => place,
+    }
+}
+
+/// The digest of each provider entry as the file writes it (before
+/// `$ENV_VAR` references are resolved, so no secret goes into it), in the
+/// order of [`GuardrailsConfig::entries`]: what names an entry's version on
+/// `/readyz` and in reload messages.
+fn entry_digests(section: &Value) -> Vec<String> {
+    let written = |entry: &Value| digest_of(&entry.to_string());
+    match (section.get("provider"), section.get("providers")) {
+        (Some(entry), _) if !entry.is_null() => vec![written(entry)],
+        (_, Some(Value::Array(entries))) => entries.iter().map(written).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The section of a document whose top level is `top`, and whether the
@@ -1024,6 +1133,7 @@ fn read_authorization(
             ("tools", !spec.tools.is_empty()),
             ("except_tools", !spec.except_tools.is_empty()),
             ("fail_closed", spec.fail_closed.is_some()),
+            ("mode", spec.mode.is_some()),
         ];
         if let Some((key, _)) = chain_keys.iter().find(|(_, set)| *set) {
             return Err(section_error(format!(

@@ -126,9 +126,9 @@ pub use audit::{
 };
 pub use built::{AbiKind, BuildError, LoadedProvider, ProviderInfo, ProviderSource};
 pub use config::{
-    provider_config_from_path, provider_config_from_yaml, require_guardrail_from_env, AuthorizationConfig,
-    ConfigError, ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode, ProviderSpec, Transport,
-    ALLOW_INSECURE_CONFIG_VAR, REQUIRE_GUARDRAIL_VAR,
+    provider_config_from_path, provider_config_from_yaml, require_guardrail_from_env, AuditMessages,
+    AuthorizationConfig, ConfigError, ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode,
+    ProviderSpec, Transport, ALLOW_INSECURE_CONFIG_VAR, REQUIRE_GUARDRAIL_VAR,
 };
 pub use instantiate::{instantiate, locate, register_builtin, Descriptor};
 pub use launch::{install_launcher, Launcher};
@@ -146,5 +146,5 @@ pub use request::{
     Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Held, RequestError,
     Timestamp, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
 };
-pub use setup::{install, install_using, middleware_for, Guardrail};
+pub use setup::{install, install_using, middleware_for, Described, Guardrail, Written};
 pub use yaml::YamlError;

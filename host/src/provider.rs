@@ -226,6 +226,14 @@ pub trait GuardrailProvider: Send + Sync {
     fn never_blocks(&self) -> bool {
         false
     }
+
+    /// Whether its reason messages may quote what a call carries beyond the
+    /// tool's name and the caller's role (by default, yes). Audit events
+    /// record the messages of a provider that says no as written, and a
+    /// fixed text per code otherwise (see `guardrails.audit_messages`).
+    fn messages_quote_input(&self) -> bool {
+        true
+    }
 }
 
 /// A provider behind the stable ABI.
@@ -517,6 +525,10 @@ impl GuardrailProvider for AbiProvider {
 
     fn never_blocks(&self) -> bool {
         self.declared & declarations::NEVER_BLOCKS != 0
+    }
+
+    fn messages_quote_input(&self) -> bool {
+        self.declared & declarations::MESSAGES_QUOTE_NO_INPUT == 0
     }
 }
 

@@ -111,6 +111,10 @@ pub struct ReloadStatus {
     pub refused: u64,
     /// Reloads that failed (a bad config, a provider that would not build).
     pub failed: u64,
+    /// What the last applied reload changed, entry by entry (entries
+    /// added, removed, changed, with their digests); empty when it changed
+    /// no entry (a data file or a library changed) or none was applied.
+    pub last_changes: Vec<String>,
 }
 
 /// What identifies one version of a file.
@@ -397,8 +401,11 @@ impl Reloader {
             );
         }
         let now_running = shapes(built.guardrail.as_deref());
+        let changed =
+            weakening::changes(&self.running.lock().unwrap_or_else(|e| e.into_inner()), &now_running);
         {
             let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            status.last_changes = changed;
             status.applied += 1;
             status.weakening += u64::from(!changes.is_empty());
             status.config_digest = built.digest.clone();
@@ -426,6 +433,26 @@ impl Reloader {
         *self.watched.lock().unwrap_or_else(|e| e.into_inner()) = watched;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = built.guardrail;
         Ok(())
+    }
+
+    /// Logs (at `warn`) that a reload was applied: the config's digest,
+    /// what changed entry by entry, and the entries now running.
+    pub fn log_reloaded(&self) {
+        let status = self.status();
+        let entries: Vec<String> = self
+            .current()
+            .map(|g| g.middleware.guards().iter().map(|guard| guard.name().to_owned()).collect())
+            .unwrap_or_default();
+        let changed = match status.last_changes.is_empty() {
+            true => "no entry changed (a data file or a library did)".to_owned(),
+            false => status.last_changes.join("; "),
+        };
+        tracing::warn!(
+            config = %self.path.display(),
+            digest = %status.config_digest,
+            "guardrail reloaded: {changed}; entries now: {}",
+            entries.join(", ")
+        );
     }
 
     /// The watched files as they are now, to tell whether they have
@@ -458,19 +485,7 @@ impl Reloader {
             }
             settling = None;
             match reloader.reload() {
-                Ok(()) => {
-                    let digest = reloader.status().config_digest;
-                    let entries: Vec<String> = reloader
-                        .current()
-                        .map(|g| g.middleware.guards().iter().map(|guard| guard.name().to_owned()).collect())
-                        .unwrap_or_default();
-                    tracing::warn!(
-                        config = %reloader.path.display(),
-                        %digest,
-                        "guardrail reloaded; entries: {}",
-                        entries.join(", ")
-                    );
-                }
+                Ok(()) => reloader.log_reloaded(),
                 Err(error) => tracing::error!(
                     config = %reloader.path.display(),
                     "reload failed, still serving the previous guardrail: {error}"

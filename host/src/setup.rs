@@ -25,9 +25,71 @@ pub struct Guardrail {
     /// Each guard's provider, in the middleware's order (the
     /// authorization provider first, when there is one).
     pub entries: Vec<ProviderInfo>,
+    /// Where the config writes each guard and the digest of its entry as
+    /// written, in the same order (see [`Guardrail::described`]).
+    pub written: Vec<Written>,
+}
+
+/// What a guard built outside a config file is written as.
+static NO_PLACE: Written = Written { place: String::new(), digest: String::new() };
+
+/// Where the config writes a guard, and its entry's digest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// `authorization.provider`, `guardrails.provider` or
+    /// `guardrails.providers[N]` (counting from 0).
+    pub place: String,
+    /// `sha256:` and the hex SHA-256 of the entry's text as written (its
+    /// `$ENV_VAR` references unresolved); empty for a guardrail not built
+    /// from a config file.
+    pub digest: String,
+}
+
+/// One guard of a guardrail as an operator sees it: its name (what
+/// decisions, metrics and audit events call it), where the config writes
+/// it, its provider, and its middleware settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Described<'a> {
+    /// The guard's name (`decided_by`).
+    pub name: &'a str,
+    /// Where the config writes it, and its entry's digest.
+    pub written: &'a Written,
+    /// Its provider.
+    pub provider: &'a ProviderInfo,
+    /// The guard.
+    pub guard: &'a Guard,
+}
+
+impl Described<'_> {
+    /// `name` (`place`), as messages name the entry.
+    pub fn label(&self) -> String {
+        match self.written.place.is_empty() {
+            true => format!("'{}'", self.name),
+            false => format!("'{}' ({})", self.name, self.written.place.trim_matches('`')),
+        }
+    }
 }
 
 impl Guardrail {
+    /// Every guard, in the order they are asked, with its name, place,
+    /// provider and settings: what `check`, the server's banner and
+    /// `/readyz` show.
+    pub fn described(&self) -> impl Iterator<Item = Described<'_>> {
+        let guards = self.middleware.guards();
+        guards.iter().zip(&self.entries).enumerate().map(|(index, (guard, provider))| Described {
+            name: guard.name(),
+            written: self.written.get(index).unwrap_or(&NO_PLACE),
+            provider,
+            guard,
+        })
+    }
+
+    /// The provider of the guard named `name` (a decision's `decided_by`).
+    pub fn provider_of(&self, name: &str) -> Option<&ProviderInfo> {
+        let guards = self.middleware.guards();
+        guards.iter().position(|g| g.name() == name).and_then(|index| self.entries.get(index))
+    }
+
     /// The tools of `tools` the caller of `context` may use, in their
     /// order: what the `authorization:` provider allows (every tool when
     /// there is none), asked before the model sees the tools; never a
@@ -77,7 +139,7 @@ pub fn install_using(
     let mut entries = Vec::new();
     if let Some(spec) = authorize {
         let in_entry =
-            |source| BuildError::Entry { entry: "authorization.provider".into(), source: Box::new(source) };
+            |source| BuildError::Entry { entry: "`authorization.provider`".into(), source: Box::new(source) };
         let LoadedProvider { provider, info } = instantiate(spec, &config.base_dir).map_err(in_entry)?;
         check_default_role(spec, &info, &authorization.default_role)?;
         let adapter = AuthorizationAdapter::new(
@@ -90,6 +152,7 @@ pub fn install_using(
                 .named(ADAPTER_NAME)
                 .with_kind(GuardKind::Authorization)
                 .with_fail_closed(authorization.fail_closed)
+                .with_audit_messages(section.audit_messages)
                 .with_library_sha256(info.sha256.clone()),
         );
         entries.push(info);
@@ -98,7 +161,7 @@ pub fn install_using(
     for (index, spec) in specs.iter().enumerate() {
         let in_entry = |source| match chain {
             true => BuildError::Entry {
-                entry: format!("`guardrails.providers` entry {}", index + 1),
+                entry: crate::config::entry_place(chain, index, spec.name.as_deref()),
                 source: Box::new(source),
             },
             false => source,
@@ -109,7 +172,8 @@ pub fn install_using(
             Guard::new(provider)
                 .named(name)
                 .with_fail_closed(spec.fail_closed.unwrap_or(section.fail_closed))
-                .with_mode(section.mode)
+                .with_mode(spec.mode.unwrap_or(section.mode))
+                .with_audit_messages(section.audit_messages)
                 .with_passport(section.passport.clone())
                 .with_library_sha256(info.sha256.clone())
                 .with_selector(Some(ToolSelector::new(spec.tools.clone(), spec.except_tools.clone()))),
@@ -130,7 +194,13 @@ pub fn install_using(
     let first = guards.next().expect("one guard at least");
     let middleware = guards.fold(GuardrailMiddleware::from_guard(first), GuardrailMiddleware::then);
     let middleware = with_decision_log(config, middleware)?;
-    Ok(Some(Guardrail { middleware, info, entries }))
+    let written = config
+        .guard_places()
+        .into_iter()
+        .zip(config.guard_digests())
+        .map(|(place, digest)| Written { place: place.trim_matches('`').to_owned(), digest })
+        .collect();
+    Ok(Some(Guardrail { middleware, info, entries, written }))
 }
 
 /// `name`, or `name#2`, `name#3` ... when guards before have it.

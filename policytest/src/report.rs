@@ -19,6 +19,10 @@ pub struct Got {
     pub policy: Option<String>,
     /// The chain entry that decided.
     pub decided_by: Option<String>,
+    /// When a provider failed: why, in its own words (see
+    /// `guardhost::middleware::Guard::cause_of_failure`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
 }
 
 /// One case's result.
@@ -96,6 +100,9 @@ impl Report {
                     if let Some(message) = &got.message {
                         let _ = writeln!(out, "        message: {message}");
                     }
+                }
+                if let Some(cause) = &got.cause {
+                    let _ = writeln!(out, "        cause: {cause}");
                 }
             }
         }

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use guardhost::middleware::StepAnswer;
 use guardhost::outcome::outcome_of;
 use guardhost::{GuardrailMiddleware, ToolCallRequest};
 use serde_json::Value;
@@ -28,11 +29,21 @@ fn run_case(index: usize, case: &TestCase, middleware: &GuardrailMiddleware) -> 
             message: decision.reasons.first().map(|r| r.message.to_string()),
             policy: decision.policy_id.clone(),
             decided_by: decision.metadata.get("decided_by").and_then(Value::as_str).map(str::to_owned),
+            cause: provider_error.then(|| cause(middleware, &call)).flatten(),
         },
         Err(error) => Got { outcome: "error".to_owned(), message: Some(error.to_string()), ..Got::default() },
     };
     let problems = compare(case, &got);
     TestResult { name: case.name.clone(), got, problems, seconds: started.elapsed().as_secs_f64() }
+}
+
+/// Why the provider that failed on `call` fails, in its own words.
+fn cause(middleware: &GuardrailMiddleware, call: &ToolCallRequest) -> Option<String> {
+    let explained = middleware.explain(call).ok()?;
+    explained.steps.into_iter().find_map(|step| match step.answer {
+        StepAnswer::Asked { cause, .. } => cause.map(|cause| format!("{}: {cause}", step.entry)),
+        _ => None,
+    })
 }
 
 /// What differs between `case` and what it `got`, in words.

@@ -53,6 +53,12 @@ pub mod declarations {
     /// another call. A host may then call it where it would not call code
     /// that can wait (the Python package keeps the interpreter's lock).
     pub const NEVER_BLOCKS: u32 = 8;
+    /// Its reason messages never quote what a call carries beyond the
+    /// tool's name and the caller's role: no argument value, command, path
+    /// or URL. A host may then record them in audit events as written
+    /// (DeerFlow's own audit does), where it otherwise records a fixed
+    /// text per code. Older hosts ignore the bit.
+    pub const MESSAGES_QUOTE_NO_INPUT: u32 = 16;
 }
 
 /// The fixed header the host reads before anything else.

@@ -79,6 +79,15 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// 1 ms. Say `true` only when it holds for every config.
     const NEVER_BLOCKS: bool = false;
 
+    /// Whether its reason messages may quote what a call carries beyond
+    /// the tool's name and the caller's role (an argument value, a command,
+    /// a path, a URL). When `false`
+    /// ([`crate::declarations::MESSAGES_QUOTE_NO_INPUT`]), a host records
+    /// its messages in audit events as written; otherwise it records a
+    /// fixed text per reason code, since an audit log must not hold the
+    /// call's arguments. Say `false` only when it holds for every config.
+    const MESSAGES_QUOTE_INPUT: bool = true;
+
     /// The constructor's keyword arguments. Its field names are the config
     /// keys the provider accepts; a field named `framework` makes the host
     /// inject `framework: "deerflow"`.
@@ -296,7 +305,9 @@ extern "C" fn path_keys_shim<P: Provider>() -> RVec<RString> {
 
 /// The [`crate::declarations`] bits of what `P` declares.
 const fn declarations<P: Provider>() -> u32 {
-    use crate::declarations::{NEVER_BLOCKS, NO_ATTRIBUTION, NO_AUTHZ_ATTRIBUTES, NO_TOOL_INPUT};
+    use crate::declarations::{
+        MESSAGES_QUOTE_NO_INPUT, NEVER_BLOCKS, NO_ATTRIBUTION, NO_AUTHZ_ATTRIBUTES, NO_TOOL_INPUT,
+    };
     let mut bits = 0;
     if !P::READS_TOOL_INPUT {
         bits |= NO_TOOL_INPUT;
@@ -309,6 +320,9 @@ const fn declarations<P: Provider>() -> u32 {
     }
     if P::NEVER_BLOCKS {
         bits |= NEVER_BLOCKS;
+    }
+    if !P::MESSAGES_QUOTE_INPUT {
+        bits |= MESSAGES_QUOTE_NO_INPUT;
     }
     bits
 }

@@ -202,10 +202,18 @@ fn run(args: Args) -> Result<(), String> {
     runtime.block_on(async move {
         let service = Service::new(source.clone(), options, Arc::new(Metrics::default()));
         let server = Server::bind(service).await.map_err(|e| e.to_string())?;
-        let provider =
-            source.current().map_or("none (every call allowed)".to_owned(), |g| g.info.name.clone());
+        let guards = source.current().map_or("provider: none (every call allowed)".to_owned(), |g| {
+            match g.middleware.is_chain() {
+                true => {
+                    let names: Vec<String> =
+                        g.described().map(|d| format!("{} ({})", d.name, d.provider.name)).collect();
+                    format!("chain: {}", names.join(", "))
+                }
+                false => format!("provider: {}", g.info.name),
+            }
+        });
         // The one line a supervisor or a test reads to learn the address.
-        eprintln!("guardhost-server: listening on {} (provider: {provider})", server.local());
+        eprintln!("guardhost-server: listening on {} ({guards})", server.local());
         if let Some(warning) = warning {
             tracing::warn!("{warning}");
         }

@@ -1,6 +1,8 @@
-//! What `/metrics` says, in Prometheus' text format: decisions by provider,
+//! What `/metrics` says, in Prometheus' text format: decisions by the
+//! deciding entry (`entry`, a chain entry's name) and its provider,
 //! outcome and reason code, a latency histogram, provider errors, calls let
-//! through by `fail_closed: false`, would-be denials in shadow mode,
+//! through by `fail_closed: false`, would-be denials in shadow mode (per
+//! entry, so an entry in `warn` beside enforcing ones is counted alone),
 //! provider-process restarts, and HTTP requests by route and status.
 //!
 //! Counters are atomics behind a lock-free read of a small map: a label set
@@ -84,7 +86,10 @@ impl Histogram {
 /// One decided call, as the metrics see it.
 #[derive(Debug, Clone, Copy)]
 pub struct Decided<'a> {
-    /// The provider's name.
+    /// The guard that decided it (a chain's `decided_by`; `none` when no
+    /// guard did: no guardrail, no entry selecting the call).
+    pub entry: &'a str,
+    /// That guard's provider's name.
     pub provider: &'a str,
     /// `allow`, `deny`, `error` or `interrupt`.
     pub outcome: &'a str,
@@ -101,17 +106,25 @@ pub struct Decided<'a> {
     pub took: Duration,
 }
 
+/// `entry="...",provider="..."`.
+fn labels((entry, provider): &Who) -> String {
+    format!("entry=\"{}\",provider=\"{}\"", escape(entry), escape(provider))
+}
+
 /// Every metric the server keeps.
 #[derive(Default)]
 pub struct Metrics {
-    decisions: Family<(String, String, String)>,
-    provider_errors: Family<String>,
-    fail_open: Family<String>,
-    would_deny: Family<String>,
-    timeouts: Family<String>,
+    decisions: Family<(Who, String, String)>,
+    provider_errors: Family<Who>,
+    fail_open: Family<Who>,
+    would_deny: Family<Who>,
+    timeouts: Family<Who>,
     http: Family<(String, u16)>,
-    latency: RwLock<BTreeMap<String, Arc<Histogram>>>,
+    latency: RwLock<BTreeMap<Who, Arc<Histogram>>>,
 }
+
+/// A guard as the labels name it: its entry's name and its provider's.
+type Who = (String, String);
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,30 +135,36 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Counts one decided call.
     pub fn decided(&self, call: Decided<'_>) {
-        let provider = call.provider;
-        let other = || (provider.to_owned(), call.outcome.to_owned(), "other".to_owned());
+        let who = || (call.entry.to_owned(), call.provider.to_owned());
+        let other = || (who(), call.outcome.to_owned(), "other".to_owned());
         self.decisions.add(
-            (provider.to_owned(), call.outcome.to_owned(), call.code.to_owned()),
+            (who(), call.outcome.to_owned(), call.code.to_owned()),
             1,
             Some((MAX_SERIES, &other)),
         );
         if call.provider_error {
-            self.provider_errors.add(provider.to_owned(), 1, None);
+            self.provider_errors.add(who(), 1, None);
             // Let through by `fail_closed: false`, not by shadow mode.
             if call.outcome == "allow" && !call.would_deny {
-                self.fail_open.add(provider.to_owned(), 1, None);
+                self.fail_open.add(who(), 1, None);
             }
         }
         if call.would_deny {
-            self.would_deny.add(provider.to_owned(), 1, None);
+            self.would_deny.add(who(), 1, None);
         }
         if call.timed_out {
-            self.timeouts.add(provider.to_owned(), 1, None);
+            self.timeouts.add(who(), 1, None);
         }
-        let histogram = self.latency.read().unwrap_or_else(|e| e.into_inner()).get(provider).cloned();
+        let histogram = self
+            .latency
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|((entry, provider), _)| entry == call.entry && provider == call.provider)
+            .map(|(_, histogram)| histogram.clone());
         let histogram = histogram.unwrap_or_else(|| {
             let mut latency = self.latency.write().unwrap_or_else(|e| e.into_inner());
-            latency.entry(provider.to_owned()).or_insert_with(|| Arc::new(Histogram::new())).clone()
+            latency.entry(who()).or_insert_with(|| Arc::new(Histogram::new())).clone()
         });
         histogram.observe(call.took);
     }
@@ -165,37 +184,32 @@ impl Metrics {
             &mut out,
             "guardhost_decisions_total",
             "counter",
-            "Calls decided, by provider, outcome and first reason code.",
+            "Calls decided, by the deciding entry, its provider, the outcome and the first reason code.",
         );
-        for ((provider, outcome, code), n) in self.decisions.snapshot() {
+        for ((who, outcome, code), n) in self.decisions.snapshot() {
             let _ = writeln!(
                 out,
-                "guardhost_decisions_total{{provider=\"{}\",outcome=\"{}\",code=\"{}\"}} {n}",
-                label(&provider),
+                "guardhost_decisions_total{{{},outcome=\"{}\",code=\"{}\"}} {n}",
+                labels(&who),
                 label(&outcome),
                 label(&code)
             );
         }
         header(&mut out, "guardhost_decision_seconds", "histogram", "How long deciding a call took.");
         let latency = self.latency.read().unwrap_or_else(|e| e.into_inner());
-        for (provider, histogram) in latency.iter() {
-            let provider = label(provider);
+        for (who, histogram) in latency.iter() {
+            let who = labels(who);
             let mut cumulative = 0;
             for (bound, bucket) in BUCKETS.iter().zip(&histogram.buckets) {
                 cumulative += bucket.load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "guardhost_decision_seconds_bucket{{provider=\"{provider}\",le=\"{bound}\"}} {cumulative}"
-                );
+                let _ =
+                    writeln!(out, "guardhost_decision_seconds_bucket{{{who},le=\"{bound}\"}} {cumulative}");
             }
             let count = histogram.count.load(Ordering::Relaxed);
             let sum = histogram.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-            let _ = writeln!(
-                out,
-                "guardhost_decision_seconds_bucket{{provider=\"{provider}\",le=\"+Inf\"}} {count}"
-            );
-            let _ = writeln!(out, "guardhost_decision_seconds_sum{{provider=\"{provider}\"}} {sum}");
-            let _ = writeln!(out, "guardhost_decision_seconds_count{{provider=\"{provider}\"}} {count}");
+            let _ = writeln!(out, "guardhost_decision_seconds_bucket{{{who},le=\"+Inf\"}} {count}");
+            let _ = writeln!(out, "guardhost_decision_seconds_sum{{{who}}} {sum}");
+            let _ = writeln!(out, "guardhost_decision_seconds_count{{{who}}} {count}");
         }
         drop(latency);
         for (name, help, family) in [
@@ -221,8 +235,8 @@ impl Metrics {
             ),
         ] {
             header(&mut out, name, "counter", help);
-            for (provider, n) in family.snapshot() {
-                let _ = writeln!(out, "{name}{{provider=\"{}\"}} {n}", label(&provider));
+            for (who, n) in family.snapshot() {
+                let _ = writeln!(out, "{name}{{{}}} {n}", labels(&who));
             }
         }
         header(
@@ -311,6 +325,7 @@ mod tests {
 
     fn call<'a>(outcome: &'a str, code: &'a str) -> Decided<'a> {
         Decided {
+            entry: "allowlist",
             provider: "allowlist",
             outcome,
             code,
@@ -335,11 +350,22 @@ mod tests {
         });
         metrics.answered("/v1/decide", 200);
         let text = metrics.render(3, 7, None);
-        assert!(text.contains("guardhost_decisions_total{provider=\"allowlist\",outcome=\"allow\",code=\"oap.allowed\"} 2\n"), "{text}");
+        assert!(text.contains("guardhost_decisions_total{entry=\"allowlist\",provider=\"allowlist\",outcome=\"allow\",code=\"oap.allowed\"} 2\n"), "{text}");
         assert!(text.contains("code=\"say \\\"no\\\"\\n\\\\\"} 1\n"), "{text}");
-        assert!(text.contains("guardhost_provider_errors_total{provider=\"allowlist\"} 2\n"), "{text}");
-        assert!(text.contains("guardhost_decision_timeouts_total{provider=\"allowlist\"} 1\n"), "{text}");
-        assert!(text.contains("guardhost_fail_open_total{provider=\"allowlist\"} 1\n"), "{text}");
+        assert!(
+            text.contains("guardhost_provider_errors_total{entry=\"allowlist\",provider=\"allowlist\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "guardhost_decision_timeouts_total{entry=\"allowlist\",provider=\"allowlist\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("guardhost_fail_open_total{entry=\"allowlist\",provider=\"allowlist\"} 1\n"),
+            "{text}"
+        );
         assert!(text.contains("guardhost_provider_restarts_total 3\n"), "{text}");
         assert!(text.contains("guardhost_decision_log_dropped_total 7\n"), "{text}");
         assert!(
@@ -348,14 +374,17 @@ mod tests {
         );
         // 30 µs: in the 50 µs bucket and every one above, not in 25 µs.
         assert!(
-            text.contains("guardhost_decision_seconds_bucket{provider=\"allowlist\",le=\"0.000025\"} 0\n"),
+            text.contains("guardhost_decision_seconds_bucket{entry=\"allowlist\",provider=\"allowlist\",le=\"0.000025\"} 0\n"),
             "{text}"
         );
         assert!(
-            text.contains("guardhost_decision_seconds_bucket{provider=\"allowlist\",le=\"0.00005\"} 5\n"),
+            text.contains("guardhost_decision_seconds_bucket{entry=\"allowlist\",provider=\"allowlist\",le=\"0.00005\"} 5\n"),
             "{text}"
         );
-        assert!(text.contains("guardhost_decision_seconds_count{provider=\"allowlist\"} 5\n"), "{text}");
+        assert!(
+            text.contains("guardhost_decision_seconds_count{entry=\"allowlist\",provider=\"allowlist\"} 5\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -260,7 +260,8 @@ impl Service {
     /// (every call would be allowed undecided) unless the operator started
     /// the server with `--allow-unguarded`.
     fn readiness(&self) -> Reply {
-        let provider = self.source.current().map(|guardrail| guardrail.info.name.clone());
+        let current = self.source.current();
+        let provider = current.as_deref().map(|guardrail| guardrail.info.name.clone());
         let (status, body) = if self.is_draining() {
             (StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({"status": "draining", "provider": provider}))
         } else if provider.is_none() && !self.options.allow_unguarded {
@@ -275,6 +276,10 @@ impl Service {
             (StatusCode::OK, serde_json::json!({"status": "ready", "provider": provider}))
         };
         let mut body = body;
+        // Every guard, in the order they are asked: what decides calls.
+        if let (Some(guardrail), Some(fields)) = (current.as_deref(), body.as_object_mut()) {
+            fields.insert("entries".into(), entries_of(guardrail));
+        }
         // Under --watch: the running config's digest, and how the guardrail
         // is weaker than the one the server started with (a reload without
         // --require-guardrail may weaken it; empty when it did not).
@@ -383,7 +388,11 @@ impl Service {
             Err(malformed) => malformed,
         };
         let took = started.elapsed();
-        let provider = guardrail.as_deref().map_or("none", |g| g.info.name.as_str());
+        let mut by =
+            guardrail.as_deref().and_then(|g| g.described().next().map(|d| (d.name, &*d.provider.name)));
+        if guardrail.as_deref().is_some_and(|g| g.middleware.is_chain()) {
+            by = None;
+        }
         let (outcome, code, provider_error, would_deny, usable) = match &handled {
             Handled::Decided { decision, provider_error, .. } => {
                 let allow = decision.as_ref().is_none_or(|d| d.allow);
@@ -396,12 +405,21 @@ impl Service {
                     None if allow => "allow",
                     None => "deny",
                 };
+                // In a chain, the entry that decided (none: no entry
+                // selected the call, or the host refused its name).
+                let decided_by =
+                    decision.as_ref().and_then(|d| d.metadata.get("decided_by")).and_then(|v| v.as_str());
+                if let (Some(guardrail), Some(name)) = (guardrail.as_deref(), decided_by) {
+                    by = guardrail.provider_of(name).map(|info| (name, &*info.name)).or(by);
+                }
                 (outcome, code, *provider_error, would_deny, true)
             }
             Handled::Interrupted { .. } => ("interrupt", "", false, false, true),
             Handled::Malformed { .. } | Handled::Failed { .. } => ("error", "", false, false, false),
         };
+        let (entry, provider) = by.unwrap_or(("none", "none"));
         self.metrics.decided(Decided {
+            entry,
             provider,
             outcome,
             code,
@@ -649,6 +667,28 @@ impl Service {
             .reply(),
         }
     }
+}
+
+/// Each guard of `guardrail` as `/readyz` lists it: its name, where the
+/// config writes it, its provider, kind, mode, `fail_closed`, and its
+/// entry's digest as written.
+pub fn entries_of(guardrail: &Guardrail) -> serde_json::Value {
+    let entries = guardrail.described().map(|entry| {
+        let kind = match entry.guard.kind() {
+            guardhost::GuardKind::Authorization => "authorization",
+            _ => "guardrail",
+        };
+        serde_json::json!({
+            "name": entry.name,
+            "at": entry.written.place,
+            "provider": entry.provider.name,
+            "kind": kind,
+            "mode": entry.guard.mode().as_str(),
+            "fail_closed": entry.guard.fail_closed(),
+            "digest": entry.written.digest,
+        })
+    });
+    serde_json::Value::Array(entries.collect())
 }
 
 /// Adds `"pending": {"id": ..., "resume": "/v1/pending/<id>"}` to the

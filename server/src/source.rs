@@ -33,11 +33,16 @@ impl Source {
         }
     }
 
-    /// Reloads the config (`SIGHUP`): a no-op for a fixed guardrail.
+    /// Reloads the config (`SIGHUP`) and logs what changed: a no-op for a
+    /// fixed guardrail.
     pub fn reload(&self) -> Result<(), guardhost::ReloadError> {
         match self {
             Source::Fixed(_) => Ok(()),
-            Source::Reloading(reloader) => reloader.reload(),
+            Source::Reloading(reloader) => {
+                reloader.reload()?;
+                reloader.log_reloaded();
+                Ok(())
+            }
         }
     }
 }

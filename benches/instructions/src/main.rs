@@ -77,8 +77,8 @@ fn main() -> ExitCode {
 fn allowlist_direct(n: u64) {
     use guardhost_abi::Provider;
     let config = guardhost_allowlist::AllowlistConfig {
-        allowed_tools: None,
         denied_tools: Some(DENIED_TOOLS.iter().map(|t| t.to_string()).collect()),
+        ..Default::default()
     };
     let provider = guardhost_allowlist::AllowlistProvider::new(config).unwrap();
     let request = guardhost_abi::Request::for_tool("read_file")

@@ -37,21 +37,27 @@ fn check_lists_every_entry_and_probes_each() {
     let out = guardhost(&["check", "--config", path.to_str().unwrap()], None);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("provider:         allowlist"), "{text}");
+    assert!(
+        text.contains("guardrail:        installed: 3 guards, asked in order; the first denial wins"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "authorization:    asked first; default_role user, fail_closed true, lets through tool_search"
         ),
         "{text}"
     );
-    assert!(text.contains("chain:            3 entries, asked in order; the first denial wins"), "{text}");
-    assert!(text.contains("  1. authorization: rbac from built-in (RbacAuthorizationProvider); sees every tool; fail_closed true, mode enforce"), "{text}");
-    assert!(text.contains("  3. no-writes: deny-all from library "), "{text}");
+    // Each guard by its one name and the place the config writes it, with
+    // its own provider's facts, never the first entry's.
+    assert!(text.contains("\nguard 'authorization' (authorization.provider)\n  provider:         rbac\n  source:           built-in (RbacAuthorizationProvider)\n"), "{text}");
     assert!(
-        text.contains("(symbol DenyAllProvider); sees tools write_*; fail_closed false, mode enforce"),
+        text.contains("\nguard 'allowlist' (guardrails.providers[0])\n  provider:         allowlist\n"),
         "{text}"
     );
-    assert_eq!(text.matches("     probe: tool 'guardhost_check'").count(), 3, "{text}");
+    assert!(text.contains("\nguard 'no-writes' (guardrails.providers[1])\n  provider:         deny-all\n  source:           library "), "{text}");
+    assert!(text.contains("  sees:             tools write_*\n  fail_closed:      false\n  mode:             enforce (denials block calls)\n  entry digest:     sha256:"), "{text}");
+    assert!(!text.contains("\nprovider:  "), "no chain-wide provider line: {text}");
+    assert_eq!(text.matches("  probe:            tool 'guardhost_check'").count(), 3, "{text}");
 }
 
 #[test]

@@ -508,6 +508,27 @@ fn help_states_the_embedded_default_policy() {
 }
 
 #[test]
+fn the_first_line_of_help_names_every_command() {
+    let text = stdout(&guardhost(&["--help"], None));
+    let first = text.lines().next().unwrap();
+    let commands: Vec<&str> = text
+        .split("Commands:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 9, "{commands:?}");
+    for command in commands {
+        // The provider process is `provider-server`, named in words.
+        let named = if command == "provider-server" { "the provider process" } else { command };
+        assert!(first.contains(named), "`{command}` is not in the first line: {first}");
+    }
+}
+
+#[test]
 fn bench_measures_every_call_and_reports_json() {
     let out = Command::new(env!("CARGO_BIN_EXE_guardhost"))
         .args(["bench", "--calls", "2000", "--concurrency", "2", "--json"])

@@ -228,7 +228,7 @@ fn explain_walks_the_chain_entry_by_entry_and_names_the_cedar_policies() {
     );
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
-    assert!(text.contains("  1. cedar (cedar provider, guardrail): deny (cedar.forbid: only the listed programs run), policy listed-programs\n       also: cedar.forbid: sudo, su, shutdown and reboot are never run\n"), "{text}");
+    assert!(text.contains("  cedar (cedar provider at guardrails.provider): deny (cedar.forbid: only the listed programs run), policy listed-programs\n       also: cedar.forbid: sudo, su, shutdown and reboot are never run\n"), "{text}");
     assert!(
         text.contains("       Cedar: a forbid matched, and a forbid wins\n       decided by: listed-programs, no-privilege\n"),
         "{text}"
@@ -274,16 +274,16 @@ fn explain_walks_the_chain_entry_by_entry_and_names_the_cedar_policies() {
         None,
     );
     let text = stdout(&out);
-    assert!(text.contains("  1. humans (approvals provider, guardrail): ask (approvals.ask: tool 'bash' needs a human's approval)\n"), "{text}");
+    assert!(text.contains("  humans (approvals provider at guardrails.providers[0]): ask (approvals.ask: tool 'bash' needs a human's approval)\n"), "{text}");
     assert!(
         text.contains(
-            "  2. allowlist (allowlist provider, guardrail): not asked: its `tools:` leave 'bash' out\n"
+            "  allowlist (allowlist provider at guardrails.providers[1]): not asked: its `tools:` leave 'bash' out\n"
         ),
         "{text}"
     );
     assert!(
         text.contains(
-            "  3. cedar (cedar provider, guardrail): not asked: an entry before it decided the call\n"
+            "  cedar (cedar provider at guardrails.providers[2]): not asked: an entry before it decided the call\n"
         ),
         "{text}"
     );
@@ -292,5 +292,77 @@ fn explain_walks_the_chain_entry_by_entry_and_names_the_cedar_policies() {
             "result: ask (approvals.ask: tool 'bash' needs a human's approval), decided by humans\n"
         ),
         "{text}"
+    );
+}
+
+/// A provider that fails says why where the operator looks: `explain` and
+/// `test` print its error (the RBAC provider's "Unknown role"), which the
+/// decision itself never carries.
+#[test]
+fn explain_and_test_print_why_a_provider_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        &format!(
+            "authorization:
+  enabled: true
+  provider:
+    use: {}
+    config:
+      roles:
+        user: {{tools: {{allow: '*'}}}}
+        admin: {{tools: {{allow: '*'}}}}
+guardrails:
+  enabled: true
+  provider: {{use: builtin:AllowlistProvider}}
+",
+            use_of("guardhost_rbac", "RbacAuthorizationProvider")
+        ),
+    );
+    let out = guardhost(
+        &[
+            "explain",
+            "--config",
+            config.to_str().unwrap(),
+            "--tool",
+            "bash",
+            "--context",
+            r#"{"user_role": "guest"}"#,
+        ],
+        None,
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "  authorization (rbac provider at authorization.provider): deny (oap.evaluator_error: guardrail provider error (fail-closed)), the provider failed\n       cause: Unknown role 'guest'; known roles: ['admin', 'user']\n"
+        ),
+        "{text}{}",
+        stderr(&out)
+    );
+    let tests = write(
+        dir.path(),
+        "tests.yaml",
+        "config: config.yaml
+tests:
+  - name: a guest is refused
+    tool: bash
+    context: {user_role: guest}
+    expect: deny
+",
+    );
+    let out = guardhost(&["test", tests.to_str().unwrap()], None);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("        expected deny, got error\n"), "{text}");
+    assert!(
+        text.contains("        cause: authorization: Unknown role 'guest'; known roles: ['admin', 'user']\n"),
+        "{text}"
+    );
+    let out = guardhost(&["test", tests.to_str().unwrap(), "--format", "json"], None);
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        report["files"][0]["tests"][0]["got"]["cause"],
+        "authorization: Unknown role 'guest'; known roles: ['admin', 'user']"
     );
 }

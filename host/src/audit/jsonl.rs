@@ -299,6 +299,7 @@ mod tests {
             fail_closed: true,
             provider_error: false,
             provider: &provider,
+            verbatim: false,
         })
     }
 
@@ -365,6 +366,7 @@ mod tests {
                 fail_closed: provider_error,
                 provider_error,
                 provider: &provider,
+                verbatim: false,
             };
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("audit.jsonl");

@@ -178,6 +178,21 @@ pub struct AuditRecord<'a> {
     pub provider_error: bool,
     /// The provider that decided.
     pub provider: &'a AuditProvider,
+    /// Whether `reason_messages` holds the provider's messages as written
+    /// (each cut to 500 characters, as DeerFlow does) rather than a fixed
+    /// text per code ([`audited_message`]): for a provider that declares
+    /// its messages never quote a call's input, or by the operator's
+    /// choice (`guardrails.audit_messages`).
+    pub verbatim: bool,
+}
+
+/// The most characters of one message `reason_messages` keeps, as
+/// DeerFlow cuts them.
+pub const MESSAGE_CHARS: usize = 500;
+
+/// `message` cut to [`MESSAGE_CHARS`] characters.
+fn cut(message: &str) -> &str {
+    message.char_indices().nth(MESSAGE_CHARS).map_or(message, |(at, _)| &message[..at])
 }
 
 /// The messages the middleware writes itself (a provider error, a denial
@@ -227,7 +242,11 @@ impl AuditRecord<'_> {
     }
 
     fn reason_messages(&self) -> impl Iterator<Item = &str> + Clone {
-        self.decision.reasons.iter().filter_map(|r| audited_message(&r.code, &r.message))
+        let verbatim = self.verbatim;
+        self.decision.reasons.iter().filter_map(move |r| match verbatim {
+            true => (!r.message.is_empty()).then(|| cut(&r.message)),
+            false => audited_message(&r.code, &r.message),
+        })
     }
 
     /// The owned event, with a new [`decision_id`].

@@ -28,6 +28,7 @@ fn defaults_are_disabled_fail_closed_no_passport_no_provider() {
             providers: None,
             mode: Mode::Enforce,
             decision_log: None,
+            audit_messages: crate::config::AuditMessages::Declared,
         }
     );
     assert_eq!(GuardrailsConfig::default(), c);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::audit::AuditProvider;
-use crate::config::Mode;
+use crate::config::{AuditMessages, Mode};
 use crate::provider::GuardrailProvider;
 
 /// What part of a config a guard comes from.
@@ -35,6 +35,8 @@ pub struct Guard {
     pub(crate) passport: Option<String>,
     pub(crate) audit_provider: AuditProvider,
     pub(crate) selector: Option<ToolSelector>,
+    /// Audit events record its reason messages as written.
+    pub(crate) verbatim_messages: bool,
 }
 
 impl std::fmt::Debug for Guard {
@@ -47,6 +49,7 @@ impl std::fmt::Debug for Guard {
             .field("mode", &self.mode)
             .field("passport", &self.passport)
             .field("selector", &self.selector)
+            .field("verbatim_messages", &self.verbatim_messages)
             .finish()
     }
 }
@@ -57,6 +60,7 @@ impl Guard {
     pub fn new(provider: Arc<dyn GuardrailProvider>) -> Self {
         let name = provider.name().to_owned();
         let audit_provider = AuditProvider { name: name.clone(), sha256: None };
+        let verbatim_messages = !provider.messages_quote_input();
         Guard {
             name,
             kind: GuardKind::Guardrail,
@@ -66,7 +70,27 @@ impl Guard {
             passport: None,
             audit_provider,
             selector: None,
+            verbatim_messages,
         }
+    }
+
+    /// Sets how audit events record the provider's reason messages
+    /// (`guardrails.audit_messages`): as written when the provider declares
+    /// they never quote a call's input ([`AuditMessages::Declared`], the
+    /// default), always a fixed text per code, or always as written.
+    pub fn with_audit_messages(mut self, messages: AuditMessages) -> Self {
+        self.verbatim_messages = match messages {
+            AuditMessages::Declared => !self.provider.messages_quote_input(),
+            AuditMessages::Fixed => false,
+            AuditMessages::AsWritten => true,
+        };
+        self
+    }
+
+    /// Whether audit events record its reason messages as written (else a
+    /// fixed text per code).
+    pub fn audits_messages_as_written(&self) -> bool {
+        self.verbatim_messages
     }
 
     /// Names the guard (the decision's `decided_by`).
@@ -124,6 +148,20 @@ impl Guard {
     /// The provider.
     pub fn provider(&self) -> &Arc<dyn GuardrailProvider> {
         &self.provider
+    }
+
+    /// Why this guard's provider fails on `request`, in its own words: it
+    /// is asked again, and its error (or why its answer cannot be read)
+    /// is returned; `None` when it now decides the request. For the
+    /// operator's tools only (`explain`, `test`): the text may quote what
+    /// the provider was given, so it never goes to audit events.
+    pub fn cause_of_failure(&self, request: &crate::GuardrailRequest) -> Option<String> {
+        match crate::provider::evaluate_here_with_args_text(&*self.provider, request, None, false) {
+            Err(error) => Some(error.to_string()),
+            Ok(mut decision) => crate::outcome::take_requested(&mut decision)
+                .err()
+                .map(|problem| format!("its answer cannot be read: {problem}")),
+        }
     }
 
     /// Whether an error of the provider blocks the call.

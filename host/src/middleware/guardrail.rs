@@ -190,6 +190,11 @@ pub enum StepAnswer {
         provider_error: bool,
         /// The request it saw.
         request: Box<GuardrailRequest>,
+        /// When its provider failed: why, in the provider's words (asked
+        /// again with the same request). For the operator's own tools
+        /// (`explain`, `test`), never for audit events or logs at their
+        /// default level: a provider's error may quote what it was given.
+        cause: Option<String>,
     },
     /// Not asked: a guard before it decided the call, or the host refused
     /// the call's tool name ([`crate::tool_name`]) before any guard.
@@ -907,7 +912,8 @@ impl GuardrailMiddleware {
                 } else {
                     match answers.next_if(|a| a.index == index) {
                         Some(Answer { decision, provider_error, request, .. }) => {
-                            StepAnswer::Asked { decision, provider_error, request: Box::new(request) }
+                            let cause = provider_error.then(|| guard.cause_of_failure(&request)).flatten();
+                            StepAnswer::Asked { decision, provider_error, request: Box::new(request), cause }
                         }
                         None => StepAnswer::NotAsked,
                     }
@@ -1073,7 +1079,9 @@ impl GuardrailMiddleware {
         let none = no_provider();
         let view = this.view(&self.guards[0], args);
         let request = || Cow::Owned(view.to_request_with(Map::new()));
-        self.record_by((self.fail_closed(), &none), request, &decision, AuditAction::DenyToolCall, false);
+        // The host's own message quotes the refused name: a fixed text.
+        let by = (self.fail_closed(), &none, false);
+        self.record_by(by, request, &decision, AuditAction::DenyToolCall, false);
         if let (Some(log), Some(started)) = (&self.decision_log, started) {
             let decided = Decided::Decision(&decision, false);
             let took = started.elapsed();
@@ -1336,7 +1344,7 @@ impl GuardrailMiddleware {
         action: AuditAction,
         provider_error: bool,
     ) {
-        let by = (guard.fail_closed, &guard.audit_provider);
+        let by = (guard.fail_closed, &guard.audit_provider, guard.verbatim_messages);
         self.record_by(by, request, decision, action, provider_error);
     }
 
@@ -1344,7 +1352,7 @@ impl GuardrailMiddleware {
     /// `provider`.
     fn record_by<'r>(
         &self,
-        (fail_closed, provider): (bool, &AuditProvider),
+        (fail_closed, provider, verbatim): (bool, &AuditProvider, bool),
         request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
         decision: &GuardrailDecision,
         action: AuditAction,
@@ -1356,8 +1364,15 @@ impl GuardrailMiddleware {
             // No provider read the call's time (see `now`): it is now.
             request.to_mut().timestamp = Timestamp::now().as_str().to_owned();
         }
-        let record =
-            AuditRecord { action, request: &request, decision, fail_closed, provider_error, provider };
+        let record = AuditRecord {
+            action,
+            request: &request,
+            decision,
+            fail_closed,
+            provider_error,
+            provider,
+            verbatim,
+        };
         if let Err(error) = sink.record_call(&record) {
             tracing::warn!("Failed to record middleware:guardrail event: {error}");
         }

@@ -2,7 +2,9 @@
 //! removed (`enabled: false`, an entry dropped or renamed, the
 //! `authorization:` section gone), a guard moved out of `enforce` mode,
 //! one that failed closed now failing open, one that now decides fewer
-//! tools. A reload may add guards and tighten them freely.
+//! tools. A reload may add guards and tighten them freely. And what it
+//! changes at all, for the reload's log line: entries added, removed and
+//! changed, with their digests.
 
 use crate::config::Mode;
 use crate::middleware::{GuardKind, ToolSelector};
@@ -17,6 +19,8 @@ pub(crate) struct GuardShape {
     mode: Mode,
     fail_closed: bool,
     selector: Option<ToolSelector>,
+    /// The entry's digest as written (`""` when not built from a file).
+    digest: String,
 }
 
 /// The shapes of `guardrail`'s guards, in order (none without a guardrail).
@@ -24,14 +28,47 @@ pub(crate) fn shapes(guardrail: Option<&Guardrail>) -> Vec<GuardShape> {
     let guards = guardrail.map_or(&[][..], |g| g.middleware.guards());
     guards
         .iter()
-        .map(|g| GuardShape {
+        .enumerate()
+        .map(|(index, g)| GuardShape {
             name: g.name().to_owned(),
             kind: g.kind(),
             mode: g.mode(),
             fail_closed: g.fail_closed(),
             selector: g.selector().cloned(),
+            digest: guardrail
+                .and_then(|g| g.written.get(index))
+                .map_or_else(String::new, |w| w.digest.clone()),
         })
         .collect()
+}
+
+/// What a reload from `old` to `new` changes, entry by entry, said for an
+/// operator: entries added, removed, and changed (their entry as written,
+/// named by its digest's first 12 hex digits, or their mode,
+/// `fail_closed` or tools). Empty when every entry is as it was (a data
+/// file or a library changed).
+pub(crate) fn changes(old: &[GuardShape], new: &[GuardShape]) -> Vec<String> {
+    let short = |digest: &str| digest.get(..19).unwrap_or(digest).to_owned();
+    let mut found = Vec::new();
+    for before in old {
+        match new.iter().find(|g| g.name == before.name && g.kind == before.kind) {
+            None => found.push(format!("{} removed", describe(before))),
+            Some(after) if after != before => found.push(match after.digest != before.digest {
+                true => format!(
+                    "{} changed ({} -> {})",
+                    describe(before),
+                    short(&before.digest),
+                    short(&after.digest)
+                ),
+                false => format!("{} changed its mode, fail_closed or tools", describe(before)),
+            }),
+            Some(_) => {}
+        }
+    }
+    for after in new.iter().filter(|g| !old.iter().any(|o| o.name == g.name && o.kind == g.kind)) {
+        found.push(format!("{} added ({})", describe(after), short(&after.digest)));
+    }
+    found
 }
 
 /// Each way `new` is weaker than `old`, said for an operator, in the order

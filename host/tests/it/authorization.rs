@@ -254,7 +254,7 @@ fn sections_that_cannot_work_are_refused_in_deerflows_words() {
     )
     .unwrap_err()
     .to_string();
-    assert!(typo.starts_with("authorization.provider: provider 'rbac' rejected its config: role 'user' resource 'tools': unknown policy keys ['denny']"), "{typo}");
+    assert!(typo.starts_with("`authorization.provider`: provider 'rbac' rejected its config: role 'user' resource 'tools': unknown policy keys ['denny']"), "{typo}");
     let chain_key =
         config("authorization:\n  provider: {use: builtin:RbacAuthorizationProvider, tools: [bash]}\n")
             .unwrap_err()

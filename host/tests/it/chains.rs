@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use guardhost::{
-    install, ConfigOrigin, Guardrail, GuardrailDecision, LoadedConfig, MemoryAuditSink, ToolCallError,
+    install, ConfigOrigin, Guardrail, GuardrailDecision, LoadedConfig, MemoryAuditSink, Mode, ToolCallError,
     ToolCallRequest, ToolStatus,
 };
 use guardhost_test_support::{library, ran_handler, tool_call};
@@ -208,6 +208,62 @@ fn warn_mode_shadows_each_entry_and_asks_the_next() {
 }
 
 #[test]
+fn an_entry_runs_in_its_own_mode_beside_enforcing_ones() {
+    // The allowlist in shadow, the deny-all for writes enforcing.
+    let yaml = chain("").replace(
+        "      config: {denied_tools: [bash]}\n",
+        "      config: {denied_tools: [bash]}\n      mode: observe\n",
+    );
+    let guardrail = guardrail(&yaml);
+    let modes: Vec<_> = guardrail.middleware.guards().iter().map(|g| g.mode()).collect();
+    assert_eq!(modes, [Mode::Observe, Mode::Enforce]);
+    let (bash, _) = decided(&guardrail, "bash");
+    assert!(bash.allow && bash.metadata.contains_key("would_deny"), "{bash:?}");
+    assert_eq!(decided_by(&bash), Some("allowlist"));
+    let (write, _) = decided(&guardrail, "write_file");
+    assert!(!write.allow, "the enforcing entry still blocks");
+    assert_eq!(decided_by(&write), Some("no-writes"));
+    // An entry's own mode wins over the section's, either way.
+    let yaml = chain("  mode: warn\n")
+        .replace("      name: no-writes\n", "      name: no-writes\n      mode: enforce\n");
+    let modes: Vec<_> = guardrail_modes(&yaml);
+    assert_eq!(modes, [Mode::Warn, Mode::Enforce]);
+    // The authorization provider has no mode of its own.
+    let yaml = "authorization:\n  enabled: true\n  provider:\n    use: builtin:RbacAuthorizationProvider\n    mode: warn\n    config: {roles: {user: {tools: {allow: '*'}}}}\n";
+    let error = config(yaml).unwrap_err().to_string();
+    assert!(error.contains("`provider.mode` is a key of a `guardrails:` chain entry"), "{error}");
+}
+
+fn guardrail_modes(yaml: &str) -> Vec<Mode> {
+    guardrail(yaml).middleware.guards().iter().map(|g| g.mode()).collect()
+}
+
+#[test]
+fn an_entry_is_named_at_one_place_in_every_message() {
+    // Read, built and described: `guardrails.providers[N]`, counting from 0.
+    let unread = "guardrails:\n  enabled: true\n  providers:\n    - use: builtin:AllowlistProvider\n    - use: builtin:AllowlistProvider\n      timeout_ms: soon\n";
+    let error = config(unread).unwrap_err().to_string();
+    assert!(error.contains("`providers[1].timeout_ms`"), "{error}");
+    let invalid = "guardrails:\n  enabled: true\n  providers:\n    - use: builtin:AllowlistProvider\n    - use: builtin:AllowlistProvider\n      name: second\n      tools: ['']\n";
+    let error = config(invalid).unwrap_err().to_string();
+    assert!(
+        error.contains("`guardrails.providers[1]` ('second'): `provider.tools` holds an empty pattern"),
+        "{error}"
+    );
+    let guardrail = guardrail(&chain(""));
+    let places: Vec<_> =
+        guardrail.described().map(|d| (d.name.to_owned(), d.written.place.clone())).collect();
+    assert_eq!(
+        places,
+        [
+            ("allowlist".to_owned(), "guardrails.providers[0]".to_owned()),
+            ("no-writes".to_owned(), "guardrails.providers[1]".to_owned())
+        ]
+    );
+    assert_eq!(guardrail.described().nth(1).unwrap().label(), "'no-writes' (guardrails.providers[1])");
+}
+
+#[test]
 fn an_interrupt_from_any_entry_is_handed_on() {
     let yaml = format!(
         "guardrails:\n  enabled: true\n  providers:\n    - use: builtin:AllowlistProvider\n    - use: {}:InterruptingProvider\n",
@@ -271,7 +327,7 @@ fn chain_configs_that_cannot_mean_what_they_say_are_refused() {
         ("guardrails:\n  enabled: true\n  providers: []\n", "`providers` is an empty list"),
         (
             "guardrails:\n  enabled: true\n  providers: [{use: builtin:AllowlistProvider, tools: ['']}]\n",
-            "`providers` entry 1 (counting from 1): `provider.tools` holds an empty pattern",
+            "`guardrails.providers[0]`: `provider.tools` holds an empty pattern",
         ),
         (
             "guardrails:\n  enabled: true\n  providers: [{use: builtin:AllowlistProvider, tool: [bash]}]\n",
@@ -286,7 +342,7 @@ fn chain_configs_that_cannot_mean_what_they_say_are_refused() {
     let yaml = "guardrails:\n  enabled: true\n  providers:\n    - use: builtin:AllowlistProvider\n    - use: builtin:NoSuchProvider\n";
     let error = install(&config(yaml).unwrap()).unwrap_err().to_string();
     assert!(
-        error.starts_with("`guardrails.providers` entry 2: `use: builtin:NoSuchProvider` names no built-in"),
+        error.starts_with("`guardrails.providers[1]`: `use: builtin:NoSuchProvider` names no built-in"),
         "{error}"
     );
 }

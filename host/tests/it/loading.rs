@@ -264,7 +264,8 @@ fn an_unknown_key_is_rejected_before_construction_with_the_accepted_list() {
         let e = try_load(&use_, object(json!({"allowed_tools": [], "blocked": ["x"]}))).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "provider 'allowlist' does not accept config key `blocked`; it accepts: allowed_tools, denied_tools"
+            "provider 'allowlist' does not accept config key `blocked`; it accepts: allowed_tools, denied_tools, \
+             allowed_patterns, denied_patterns"
         );
     }
     let e = try_load(&use_of("guardhost_test_providers", "AllowAllProvider"), object(json!({"x": 1})))

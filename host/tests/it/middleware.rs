@@ -616,3 +616,64 @@ fn warn_and_observe_let_a_denied_call_run_and_record_what_would_have_been_denied
         run(&middleware("DenyAllProvider").with_mode(guardhost::Mode::Enforce), bash_call(), Path::Sync);
     assert_eq!((result.unwrap().status, calls), (ToolStatus::Error, 0));
 }
+
+/// What a config's guardrail audits for `tool`, with `context`.
+fn config_audited(yaml: &str, tool: &str, context: Value) -> Vec<AuditEvent> {
+    let config = guardhost::LoadedConfig::from_yaml(
+        yaml,
+        std::path::Path::new("/").into(),
+        guardhost::ConfigOrigin::Embedded,
+        |_| None,
+    )
+    .unwrap();
+    let guardrail = guardhost::install(&config).unwrap().unwrap();
+    let memory = Arc::new(MemoryAuditSink::new());
+    let middleware = guardrail.middleware.with_audit_sink(memory.clone());
+    let mut call = tool_call(tool, json!({"command": "rm -rf /srv/secret"}));
+    call.context = context.as_object().cloned();
+    let _ = middleware.decide(&call).unwrap();
+    memory.events()
+}
+
+/// Messages of providers that declare they quote no input (the built-in
+/// allowlist and RBAC providers) are audited as written, as DeerFlow
+/// audits them; any other provider's get a fixed text; the operator's
+/// `audit_messages` forces either way.
+#[test]
+fn audited_messages_are_as_written_where_the_provider_declares_them_safe() {
+    let allowlist = "guardrails:\n  enabled: true\n  provider: {use: builtin:AllowlistProvider, config: {denied_tools: [bash]}}\n";
+    let events = config_audited(allowlist, "bash", json!({}));
+    assert_eq!(events[0].changes.reason_messages, ["tool 'bash' is denied"]);
+
+    let rbac = "authorization:\n  enabled: true\n  provider:\n    use: builtin:RbacAuthorizationProvider\n    config: {roles: {user: {tools: {allow: '*', deny: [update_agent]}}}}\n";
+    let events = config_audited(rbac, "update_agent", json!({}));
+    assert_eq!(
+        events[0].changes.reason_messages,
+        ["role 'user' is denied 'update_agent' on resource 'tool'"]
+    );
+
+    // A provider that declares nothing: a fixed text, never its words.
+    let library = support::library("guardhost_test_providers").display().to_string();
+    let other = format!("guardrails:\n  enabled: true\n  provider: {{use: '{library}:DenyAllProvider'}}\n");
+    let events = config_audited(&other, "bash", json!({}));
+    assert_eq!(events[0].changes.reason_messages, [UNRECORDED_MESSAGE, UNRECORDED_MESSAGE]);
+
+    // The operator's switch, both ways.
+    let fixed = allowlist.replace("  enabled: true\n", "  enabled: true\n  audit_messages: fixed\n");
+    let events = config_audited(&fixed, "bash", json!({}));
+    assert_eq!(events[0].changes.reason_messages, ["tool not in allowlist or denied"]);
+    let written = other.replace("  enabled: true\n", "  enabled: true\n  audit_messages: as_written\n");
+    let events = config_audited(&written, "bash", json!({}));
+    assert_eq!(events[0].changes.reason_messages, ["denied by test provider", "a second reason"]);
+
+    // As written, a message is cut to 500 characters, as DeerFlow does.
+    let long = format!("guardrails:\n  enabled: true\n  audit_messages: as_written\n  provider: {{use: '{library}:LongReasonProvider'}}\n");
+    let events = config_audited(&long, "bash", json!({}));
+    assert_eq!(events[0].changes.reason_messages[0].chars().count(), 500);
+    let bad = allowlist.replace("  enabled: true\n", "  enabled: true\n  audit_messages: sometimes\n");
+    let error =
+        guardhost::LoadedConfig::from_yaml(&bad, "/".into(), guardhost::ConfigOrigin::Embedded, |_| None)
+            .unwrap_err()
+            .to_string();
+    assert!(error.contains("`audit_messages`: unknown variant"), "{error}");
+}

@@ -75,6 +75,11 @@ fn weakening_edits() -> Vec<(&'static str, String, &'static str)> {
             "entry 'shell' moved from enforce to observe mode",
         ),
         (
+            "one entry moved to warn mode on its own",
+            config(&START.replace("      name: files\n", "      name: files\n      mode: warn\n")),
+            "entry 'files' moved from enforce to warn mode",
+        ),
+        (
             "fail_closed turned off",
             config(&START.replace("fail_closed: true", "fail_closed: false")),
             "entry 'shell' no longer fails closed",
@@ -192,4 +197,55 @@ fn a_broken_config_counts_as_failed() {
     reloader.reload().expect_err("not YAML");
     let status = reloader.status();
     assert_eq!((status.applied, status.refused, status.failed), (0, 0, 1));
+}
+
+#[test]
+fn a_reload_says_what_it_changed_entry_by_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reloader, path) = reloader(dir.path(), ReloadPolicy::Report);
+    assert!(reloader.status().last_changes.is_empty(), "nothing reloaded yet");
+    let before = reloader.current().unwrap().written[2].digest.clone();
+    // One entry's policy changed, one entry added.
+    let text = START.replace("denied_tools: [write_file]", "denied_tools: [write_file, ls]")
+        + "    - use: builtin:AllowlistProvider\n      name: search\n      config: {denied_tools: [web_search]}\n";
+    std::fs::write(&path, config(&text)).unwrap();
+    reloader.reload().unwrap();
+    let after = reloader.current().unwrap().written[2].digest.clone();
+    assert_ne!(before, after, "the changed entry has another digest");
+    let changes = reloader.status().last_changes;
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert_eq!(changes[0], format!("entry 'files' changed ({} -> {})", &before[..19], &after[..19]));
+    assert!(changes[1].starts_with("entry 'search' added (sha256:"), "{changes:?}");
+    // The other entries are unchanged, so not named.
+    assert!(!changes.iter().any(|c| c.contains("'shell'") || c.contains("authorization")), "{changes:?}");
+
+    // Removed, and then nothing changed at all.
+    std::fs::write(&path, config(START)).unwrap();
+    reloader.reload().unwrap();
+    let changes = reloader.status().last_changes;
+    assert!(changes.contains(&"entry 'search' removed".to_owned()), "{changes:?}");
+    std::fs::write(&path, config(START) + "\n# a comment\n").unwrap();
+    reloader.reload().unwrap();
+    assert!(reloader.status().last_changes.is_empty(), "a comment changes no entry");
+}
+
+#[test]
+fn an_entry_digest_names_the_entry_as_written_and_never_a_secret_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(&START.replace("config: {denied_tools: [bash]}", "config: {denied_tools: [$DENIED]}"));
+    let path = write(dir.path(), "config.yaml", &text);
+    let digests = |value: &str| {
+        let loaded = guardhost::LoadedConfig::from_yaml(
+            &std::fs::read_to_string(&path).unwrap(),
+            dir.path().into(),
+            guardhost::ConfigOrigin::File(path.clone()),
+            |_| Some(value.to_owned()),
+        )
+        .unwrap();
+        loaded.guard_digests()
+    };
+    // The same text with another value behind `$DENIED`: the same digests.
+    assert_eq!(digests("bash"), digests("write_file"));
+    assert_eq!(digests("bash").len(), 3);
+    assert!(digests("bash").iter().all(|d| d.starts_with("sha256:") && d.len() == 71));
 }

@@ -13,11 +13,21 @@
 //!    space, fillers, variation selectors) → deny, `oap.invalid_tool_name`,
 //!    `tool name "<name, escaped>" contains an invisible or control
 //!    character (U+XXXX)`; whatever the lists say;
-//! 2. `allowed_tools` set (even to `[]`) and the tool not in it → deny,
-//!    `oap.tool_not_allowed`, `tool '<name>' not in allowlist`;
-//! 3. the tool in `denied_tools` → deny, `oap.tool_not_allowed`,
-//!    `tool '<name>' is denied`;
+//! 2. `allowed_tools` or `allowed_patterns` set (even to `[]`) and the
+//!    tool neither in `allowed_tools` nor matching a pattern of
+//!    `allowed_patterns` → deny, `oap.tool_not_allowed`, `tool '<name>'
+//!    not in allowlist`;
+//! 3. the tool in `denied_tools`, or matching a pattern of
+//!    `denied_patterns` → deny, `oap.tool_not_allowed`, `tool '<name>' is
+//!    denied`;
 //! 4. otherwise allow, `oap.allowed`.
+//!
+//! `allowed_patterns` and `denied_patterns` are a guardhost extension
+//! (DeerFlow's two lists keep their exact meaning): glob patterns (`*` any
+//! run of characters, `?` one; [`guardhost_abi::glob`]), for tools whose
+//! names carry a prefix, as MCP tools do (`mcp__github__delete_repo` is
+//! not `github__delete_repo`; `*github__delete_repo` or `*__delete_repo`
+//! matches both).
 //!
 //! How names are compared: exactly, case-sensitively, as DeerFlow does, for
 //! every name that passes rule 1, with one difference: `denied_tools` is
@@ -35,8 +45,8 @@
 //! use guardhost_allowlist::{AllowlistConfig, AllowlistProvider};
 //!
 //! let provider = AllowlistProvider::new(AllowlistConfig {
-//!     allowed_tools: None,
 //!     denied_tools: Some(vec!["bash".into()]),
+//!     ..AllowlistConfig::default()
 //! })?;
 //! let decision = provider.evaluate(&Request::for_tool("bash"))?;
 //! assert!(!decision.allow);
@@ -62,6 +72,13 @@ pub struct AllowlistConfig {
     /// These tools may never run.
     #[serde(default)]
     pub denied_tools: Option<Vec<String>>,
+    /// Glob patterns of more tools that may run: with it set (even to an
+    /// empty list), a tool must be in `allowed_tools` or match one.
+    #[serde(default)]
+    pub allowed_patterns: Option<Vec<String>>,
+    /// Glob patterns of tools that may never run.
+    #[serde(default)]
+    pub denied_patterns: Option<Vec<String>>,
 }
 
 /// Allows or denies tool calls by name.
@@ -69,6 +86,8 @@ pub struct AllowlistConfig {
 pub struct AllowlistProvider {
     allowed: Option<Names>,
     denied: Names,
+    allowed_patterns: Vec<String>,
+    denied_patterns: Vec<String>,
 }
 
 /// A set of tool names. Lists are short (a handful of names): up to
@@ -108,13 +127,36 @@ impl Provider for AllowlistProvider {
     const READS_AUTHZ_ATTRIBUTES: bool = false;
     const READS_ATTRIBUTION: bool = false;
     const NEVER_BLOCKS: bool = true;
+    // Its messages quote the tool's name only: audited as written.
+    const MESSAGES_QUOTE_INPUT: bool = false;
     type Config = AllowlistConfig;
 
     fn new(config: AllowlistConfig) -> Result<Self, ProviderError> {
+        for (key, patterns) in
+            [("allowed_patterns", &config.allowed_patterns), ("denied_patterns", &config.denied_patterns)]
+        {
+            if patterns.iter().flatten().any(|p| p.trim_ascii().is_empty()) {
+                return Err(ProviderError::error(format!(
+                    "`{key}` holds an empty pattern, which matches no tool: write tool names or globs such as \
+                     `*__delete_repo`, or remove it"
+                )));
+            }
+        }
         let denied = config.denied_tools.unwrap_or_default();
+        let allowed = match (config.allowed_tools, &config.allowed_patterns) {
+            (None, None) => None,
+            (tools, _) => Some(Names::new(tools.unwrap_or_default())),
+        };
         Ok(AllowlistProvider {
-            allowed: config.allowed_tools.map(Names::new),
+            allowed,
             denied: Names::new(denied.iter().map(|tool| tool.trim_ascii().to_owned())),
+            allowed_patterns: config.allowed_patterns.unwrap_or_default(),
+            denied_patterns: config
+                .denied_patterns
+                .unwrap_or_default()
+                .iter()
+                .map(|p| p.trim_ascii().to_owned())
+                .collect(),
         })
     }
 
@@ -138,13 +180,18 @@ impl Provider for AllowlistProvider {
                 ),
             ));
         }
-        if self.allowed.as_ref().is_some_and(|allowed| !allowed.contains(name)) {
+        if self.allowed.as_ref().is_some_and(|allowed| {
+            !allowed.contains(name) && !self.allowed_patterns.iter().any(|p| guardhost_abi::glob(p, name))
+        }) {
             return Ok(Verdict::deny(
                 "oap.tool_not_allowed",
                 ["tool '", name, "' not in allowlist"].concat(),
             ));
         }
-        if self.denied.contains(name.trim_ascii()) {
+        let trimmed = name.trim_ascii();
+        if self.denied.contains(trimmed)
+            || self.denied_patterns.iter().any(|p| guardhost_abi::glob(p, trimmed))
+        {
             return Ok(Verdict::deny("oap.tool_not_allowed", ["tool '", name, "' is denied"].concat()));
         }
         Ok(Verdict::allow("oap.allowed"))

@@ -8,6 +8,7 @@ fn provider(allowed: Option<&[&str]>, denied: Option<&[&str]>) -> AllowlistProvi
     AllowlistProvider::new(AllowlistConfig {
         allowed_tools: allowed.map(list),
         denied_tools: denied.map(list),
+        ..AllowlistConfig::default()
     })
     .unwrap()
 }
@@ -88,7 +89,10 @@ fn async_equals_sync() {
 
 #[test]
 fn accepted_keys_come_from_the_config_type() {
-    assert_eq!(AllowlistProvider::accepted_keys(), ["allowed_tools", "denied_tools"]);
+    assert_eq!(
+        AllowlistProvider::accepted_keys(),
+        ["allowed_tools", "denied_tools", "allowed_patterns", "denied_patterns"]
+    );
     // The exported descriptor (the static of the same name) says so too.
     assert!(!AllowlistProvider.factory.accepts_extra_keys());
     assert_eq!(AllowlistProvider.factory.name().as_str(), "allowlist");
@@ -174,7 +178,7 @@ fn config_errors_name_the_key_never_the_value() {
         ),
         (
             serde_json::json!({"denied_tool": [secret]}),
-            "unknown field `denied_tool`, expected `allowed_tools` or `denied_tools`",
+            "unknown field `denied_tool`, expected one of `allowed_tools`, `denied_tools`, `allowed_patterns`, `denied_patterns`",
         ),
     ];
     for (config, expected) in cases {
@@ -200,4 +204,56 @@ fn long_lists_decide_as_short_ones() {
         assert!(!decide(&allowed, "other").allow);
         assert!(!decide(&denied, &format!("{} ", names[0])).allow, "trailing blank");
     }
+}
+
+fn patterns(allowed: Option<&[&str]>, denied: Option<&[&str]>) -> Result<AllowlistProvider, ProviderError> {
+    let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+    AllowlistProvider::new(AllowlistConfig {
+        allowed_patterns: allowed.map(list),
+        denied_patterns: denied.map(list),
+        ..AllowlistConfig::default()
+    })
+}
+
+#[test]
+fn patterns_reach_names_with_a_prefix_and_the_exact_lists_keep_their_meaning() {
+    // An MCP tool's name carries its server's prefix: an exact rule for
+    // `github__delete_repo` does not reach it, a pattern does.
+    let exact = provider(None, Some(&["github__delete_repo"]));
+    assert!(decide(&exact, "mcp__github__delete_repo").allow, "DeerFlow's exact list is exact");
+    let denied = patterns(None, Some(&["*__delete_repo"])).unwrap();
+    for name in ["mcp__github__delete_repo", "github__delete_repo", "gitlab__delete_repo ", "x__delete_repo"]
+    {
+        let decision = decide(&denied, name);
+        assert!(!decision.allow, "{name}");
+        assert_eq!(decision.reasons[0].code.as_str(), "oap.tool_not_allowed");
+        assert_eq!(decision.reasons[0].message.as_str(), format!("tool '{name}' is denied"));
+    }
+    assert!(decide(&denied, "github__delete_repository").allow);
+
+    // Allowed: the exact names or a pattern; set to [] alone, nothing.
+    let list = |l: &[&str]| Some(l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let allowed = AllowlistProvider::new(AllowlistConfig {
+        allowed_tools: list(&["read_file"]),
+        allowed_patterns: list(&["mcp__github__get_*", "web_?earch"]),
+        denied_patterns: list(&["*delete*"]),
+        ..AllowlistConfig::default()
+    })
+    .unwrap();
+    for (name, allow) in [
+        ("read_file", true),
+        ("mcp__github__get_issue", true),
+        ("web_search", true),
+        ("mcp__github__get_delete_log", false),
+        ("mcp__github__create_issue", false),
+        ("bash", false),
+    ] {
+        assert_eq!(decide(&allowed, name).allow, allow, "{name}");
+    }
+    let none = patterns(Some(&[]), None).unwrap();
+    assert!(!decide(&none, "read_file").allow, "an empty allowed_patterns alone allows nothing");
+    assert_eq!(decide(&none, "read_file").reasons[0].message.as_str(), "tool 'read_file' not in allowlist");
+
+    let error = patterns(None, Some(&["bash", " "])).unwrap_err();
+    assert!(error.message.contains("`denied_patterns` holds an empty pattern"), "{}", error.message);
 }

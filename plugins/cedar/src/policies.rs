@@ -152,6 +152,87 @@ fn located(path: &Path, text: &str, diagnostic: &dyn Diagnostic, message: &str) 
         .collect()
 }
 
+/// Why the entities file `text` (read from `path`) cannot be used, with
+/// the file, line and column of the entity Cedar refuses (or of the JSON
+/// error) and every cause Cedar gives, not only its first line.
+fn entities_problem(
+    path: &Path,
+    text: &str,
+    schema: Option<&Schema>,
+    error: &dyn std::error::Error,
+) -> String {
+    let mut message = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !message.contains(&said) {
+            message = format!("{message}: {said}");
+        }
+        next = cause.source();
+    }
+    if let Err(json) = serde_json::from_str::<serde_json::Value>(text) {
+        return format!("{}:{}:{}: not JSON: {json}", path.display(), json.line(), json.column());
+    }
+    // The first entity Cedar refuses on its own: where it starts.
+    let refused = entity_offsets(text).into_iter().find(|&(start, end)| {
+        serde_json::from_str::<serde_json::Value>(&text[start..end]).is_ok_and(|entity| {
+            Entities::from_json_value(serde_json::Value::Array(vec![entity]), schema).is_err()
+        })
+    });
+    match refused {
+        Some((start, _)) => format!("{}: {message}", at(path, text, start)),
+        None => format!("{}: {message}", path.display()),
+    }
+}
+
+/// Where each element of the top-level JSON array in `text` starts and
+/// ends (byte offsets); empty when the top level is not an array.
+fn entity_offsets(text: &str) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
+    let (mut depth, mut in_string, mut escaped, mut start) = (0usize, false, false, None);
+    for (offset, c) in text.char_indices() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                if depth == 1 && start.is_none() {
+                    start = Some(offset);
+                }
+            }
+            '[' | '{' => {
+                if depth == 1 && start.is_none() {
+                    start = Some(offset);
+                }
+                depth += 1;
+            }
+            ']' | '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    if let Some(begun) = start.take() {
+                        found.push((begun, offset));
+                    }
+                }
+            }
+            ',' if depth == 1 => {
+                if let Some(begun) = start.take() {
+                    found.push((begun, offset));
+                }
+            }
+            c if depth == 1 && start.is_none() && !c.is_whitespace() => start = Some(offset),
+            _ => {}
+        }
+    }
+    found
+}
+
 fn read(path: &Path, what: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
 }
@@ -236,7 +317,7 @@ pub fn compile(
         Some(path) => {
             let text = read(path, "entities file")?;
             Entities::from_json_str(&text, schema.as_ref()).unwrap_or_else(|e| {
-                problems.push(format!("{}: {e}", path.display()));
+                problems.push(entities_problem(path, &text, schema.as_ref(), &e));
                 Entities::empty()
             })
         }

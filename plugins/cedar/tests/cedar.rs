@@ -370,3 +370,42 @@ fn derive_reads_commands_as_the_shell_does_and_urls_as_a_fetch_does() {
     assert!(plain.evaluate(&Request::for_tool("bash").with_tool_input_json(args)).unwrap().allow);
     assert_eq!(decide("bash", r#"{"command": 5}"#), "allow");
 }
+
+/// A broken entities file is refused with the file, line and column of the
+/// entity Cedar refuses (or of the JSON error) and Cedar's whole cause,
+/// not only "error during entity deserialization".
+#[test]
+fn a_broken_entities_file_says_where_and_why() {
+    let good = std::fs::read_to_string(example("entities.json")).unwrap();
+    let lines: Vec<&str> = good.lines().collect();
+    let edit = |line: usize, from: &str, to: &str| {
+        let mut lines = lines.clone();
+        let edited = lines[line - 1].replacen(from, to, 1);
+        lines[line - 1] = &edited;
+        lines.join("\n")
+    };
+    let cases = [
+        (
+            edit(6, "\"attrs\": {}", "\"attrs\": {\"x\": 1}"),
+            ":6:3: ",
+            "attribute `x` on `Tool::\"ls\"` should not exist according to the schema",
+        ),
+        (edit(7, "\"type\": \"Tool\"", "\"typ\": \"Tool\""), ":7:3: ", "expected a literal entity reference"),
+        (edit(8, "}", ","), ":8:", "not JSON: "),
+        (
+            edit(9, "\"ToolGroup\"", "\"ToolGroupX\""),
+            ":9:3: ",
+            "is not allowed to have an ancestor of type `ToolGroupX`",
+        ),
+    ];
+    for (text, place, cause) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("entities.json");
+        std::fs::write(&path, &text).unwrap();
+        let config = Config { entities: Some(path.clone()), ..example_config() };
+        let error = Cedar::new(config).expect_err("refused").message.to_string();
+        let expected = format!("{}{place}", path.display());
+        assert!(error.contains(&expected), "{expected} in {error}");
+        assert!(error.contains(cause), "{cause} in {error}");
+    }
+}

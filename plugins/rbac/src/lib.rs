@@ -333,6 +333,9 @@ impl RbacAuthorizationProvider {
 
 impl Provider for RbacAuthorizationProvider {
     const NAME: &'static str = "rbac";
+    // Its messages quote the role and the tool's name only: audited as
+    // written.
+    const MESSAGES_QUOTE_INPUT: bool = false;
     type Config = RbacConfig;
 
     fn new(config: RbacConfig) -> Result<Self, ProviderError> {

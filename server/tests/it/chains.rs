@@ -63,6 +63,66 @@ fn decisions_name_the_entry_of_the_chain_that_decided() {
 }
 
 #[test]
+fn every_guard_is_shown_by_its_own_name_on_the_banner_readyz_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(dir.path());
+    // The allowlist in shadow beside the enforcing entries.
+    let yaml = std::fs::read_to_string(&path).unwrap();
+    let yaml = yaml.replace(
+        "      config: {denied_tools: [bash]}\n",
+        "      config: {denied_tools: [bash]}\n      mode: warn\n",
+    );
+    std::fs::write(&path, yaml).unwrap();
+    let server = Server::start(&["--config", path.to_str().unwrap()]);
+    assert!(
+        server.banner.ends_with("(chain: authorization (rbac), allowlist (allowlist), no-writes (deny-all))"),
+        "{}",
+        server.banner
+    );
+    let ready = server.call("GET", "/readyz", &[], b"").json();
+    let entries: Vec<(String, String, String, String)> = ready["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let field = |k: &str| e[k].as_str().unwrap().to_owned();
+            (field("name"), field("at"), field("provider"), field("mode"))
+        })
+        .collect();
+    let entry = |a: &str, b: &str, c: &str, d: &str| (a.to_owned(), b.to_owned(), c.to_owned(), d.to_owned());
+    assert_eq!(
+        entries,
+        [
+            entry("authorization", "authorization.provider", "rbac", "enforce"),
+            entry("allowlist", "guardrails.providers[0]", "allowlist", "warn"),
+            entry("no-writes", "guardrails.providers[1]", "deny-all", "enforce"),
+        ]
+    );
+    assert!(ready["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["digest"].as_str().unwrap().starts_with("sha256:")));
+
+    for (tool, context) in
+        [("update_agent", json!({})), ("bash", json!({})), ("bash", json!({})), ("write_file", json!({}))]
+    {
+        decided(&server, tool, context);
+    }
+    let metrics = server.call("GET", "/metrics", &[], b"").text();
+    for line in [
+        "guardhost_decisions_total{entry=\"authorization\",provider=\"rbac\",outcome=\"deny\",code=\"authz.denied\"} 1",
+        "guardhost_decisions_total{entry=\"allowlist\",provider=\"allowlist\",outcome=\"allow\",code=\"guardhost.shadow\"} 2",
+        "guardhost_decisions_total{entry=\"no-writes\",provider=\"deny-all\",outcome=\"deny\",code=\"test.denied\"} 1",
+        // The shadow entry's would-be denials, counted as its own.
+        "guardhost_shadow_would_deny_total{entry=\"allowlist\",provider=\"allowlist\"} 2",
+        "guardhost_decision_seconds_count{entry=\"no-writes\",provider=\"deny-all\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+}
+
+#[test]
 fn the_filter_answers_what_the_authorization_provider_allows() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_config(dir.path());

@@ -373,10 +373,10 @@ fn metrics_count_decisions_by_outcome_and_code_and_requests_by_route() {
     server.call("POST", "/v1/decide", &[], b"{");
     let metrics = server.call("GET", "/metrics", &[], b"").text();
     for line in [
-        "guardhost_decisions_total{provider=\"allowlist\",outcome=\"deny\",code=\"oap.tool_not_allowed\"} 3",
-        "guardhost_decisions_total{provider=\"allowlist\",outcome=\"allow\",code=\"oap.allowed\"} 1",
-        "guardhost_decisions_total{provider=\"allowlist\",outcome=\"error\",code=\"\"} 1",
-        "guardhost_decision_seconds_count{provider=\"allowlist\"} 5",
+        "guardhost_decisions_total{entry=\"allowlist\",provider=\"allowlist\",outcome=\"deny\",code=\"oap.tool_not_allowed\"} 3",
+        "guardhost_decisions_total{entry=\"allowlist\",provider=\"allowlist\",outcome=\"allow\",code=\"oap.allowed\"} 1",
+        "guardhost_decisions_total{entry=\"allowlist\",provider=\"allowlist\",outcome=\"error\",code=\"\"} 1",
+        "guardhost_decision_seconds_count{entry=\"allowlist\",provider=\"allowlist\"} 5",
         "guardhost_http_requests_total{route=\"/v1/decide\",status=\"200\"} 4",
         "guardhost_http_requests_total{route=\"/v1/decide\",status=\"400\"} 1",
         "guardhost_provider_restarts_total 0",
@@ -447,7 +447,9 @@ fn observe_mode_lets_every_call_through_and_counts_what_would_have_been_denied()
     assert_eq!(server.decide(&json!({"name": "ls"})).json()["metadata"], json!({}));
     let metrics = server.call("GET", "/metrics", &[], b"").text();
     assert!(
-        metrics.lines().any(|l| l == "guardhost_shadow_would_deny_total{provider=\"allowlist\"} 2"),
+        metrics
+            .lines()
+            .any(|l| l == "guardhost_shadow_would_deny_total{entry=\"allowlist\",provider=\"allowlist\"} 2"),
         "{metrics}"
     );
 }

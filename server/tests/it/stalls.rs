@@ -59,8 +59,8 @@ fn sixty_four_slow_decisions_in_flight_and_health_still_answers() {
         assert_eq!(decision["reasons"][0]["code"], "test.met", "{decision}");
     }
     assert_eq!(
-        metric(&server, "guardhost_decisions_total{provider=\"faulty\",outcome=\"allow\",code=\"test.met\"}"),
-        Some("guardhost_decisions_total{provider=\"faulty\",outcome=\"allow\",code=\"test.met\"} 64".into())
+        metric(&server, "guardhost_decisions_total{entry=\"faulty\",provider=\"faulty\",outcome=\"allow\",code=\"test.met\"}"),
+        Some("guardhost_decisions_total{entry=\"faulty\",provider=\"faulty\",outcome=\"allow\",code=\"test.met\"} 64".into())
     );
 }
 
@@ -120,7 +120,7 @@ fn a_hung_decision_is_answered_at_the_deadline_as_fail_closed_decides_and_counte
             "{logged:?}"
         );
         for (name, n) in [("guardhost_decision_timeouts_total", 3), ("guardhost_provider_errors_total", 3)] {
-            let line = format!("{name}{{provider=\"faulty\"}} {n}");
+            let line = format!("{name}{{entry=\"faulty\",provider=\"faulty\"}} {n}");
             assert_eq!(metric(&server, name).as_deref(), Some(line.as_str()), "{provider}");
         }
     }

@@ -44,6 +44,8 @@ pub struct Server {
     pub address: String,
     /// What it wrote on stderr after its first line, as it comes.
     pub log: mpsc::Receiver<String>,
+    /// Its first line: where it listens, and what guards calls.
+    pub banner: String,
 }
 
 impl Server {
@@ -74,7 +76,7 @@ impl Server {
             .map(|(_, rest)| rest.split_whitespace().next().unwrap_or_default())
             .unwrap_or_else(|| panic!("not the listening line: {first}"));
         let address = address.trim_start_matches("http://").trim_start_matches("unix:").to_owned();
-        Server { child, address, log }
+        Server { child, address, log, banner: first }
     }
 
     /// Sends a signal to the server.
