@@ -17,6 +17,8 @@ mod config_example;
 #[cfg(unix)]
 mod conformance;
 #[cfg(unix)]
+mod coverage;
+#[cfg(unix)]
 mod decision_log;
 #[cfg(unix)]
 mod differential;
