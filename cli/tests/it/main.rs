@@ -21,6 +21,8 @@ mod coverage;
 #[cfg(unix)]
 mod decision_log;
 #[cfg(unix)]
+mod diff;
+#[cfg(unix)]
 mod differential;
 #[cfg(unix)]
 mod fault_matrix;
