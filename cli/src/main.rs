@@ -1,6 +1,6 @@
 //! The `guardhost` command: `check`, `eval`, `run`, `explain`, `test`,
-//! `diff`, `conformance`, `bench`, `serve`, `mcp` and `provider-server`,
-//! over the
+//! `diff`, `schema`, `conformance`, `bench`, `serve`, `mcp` and
+//! `provider-server`, over the
 //! guardhost library (`guardhost`), process isolation
 //! (`guardhost-isolation`), the conformance kit (`guardhost-kit`) and the
 //! MCP proxy (`guardhost-mcp`). This file parses the arguments, sets up logging and
@@ -34,6 +34,7 @@ mod exit_guard;
 mod explain;
 mod mcp;
 mod run;
+mod schema;
 mod setup;
 mod test;
 
@@ -110,6 +111,12 @@ enum Command {
     /// are printed. Exit 0 when nothing changed, 1 when a call did, 2 when
     /// a config or an input line cannot be used.
     Diff(diff::DiffArgs),
+    /// Print a JSON Schema (draft 2020-12) of the config file: the
+    /// `guardrails:`, `authorization:` and `mcp:` sections, and the
+    /// `config:` of each built-in provider by the symbol its `use:` names.
+    /// Editors validate a config with it (`# yaml-language-server:
+    /// $schema=...` on the file's first line).
+    Schema,
     /// Measure what the guardrail costs per tool call: a realistic mixed
     /// stream of DeerFlow tool calls through the configured provider; p50 /
     /// p99 / max per call, calls per second, peak memory.
@@ -168,7 +175,7 @@ fn main() -> ExitCode {
         Command::Conformance(_) | Command::Bench(_) | Command::Test(_) | Command::Diff(_) => {
             Some(exit_guard::arm(exit_guard::Armed::Other))
         }
-        Command::ProviderServer | Command::Serve { .. } => None,
+        Command::ProviderServer | Command::Serve { .. } | Command::Schema => None,
     };
     let result = match cli.command {
         Command::Check { config, require_guardrail } => check::run(config.as_deref(), require_guardrail),
@@ -178,6 +185,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Test(args) => test::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Schema => schema::run(),
         Command::Explain(args) => explain::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::ProviderServer => match guardhost_isolation::entry::run() {

@@ -48,6 +48,8 @@ mod program_provider;
 mod reload;
 #[cfg(unix)]
 mod run_decisions;
+#[cfg(unix)]
+mod schema;
 mod support;
 #[cfg(unix)]
 mod unguarded;
