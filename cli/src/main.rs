@@ -110,6 +110,9 @@ enum Command {
     /// deciding chain entry changes, with the counts. Only names and codes
     /// are printed. Exit 0 when nothing changed, 1 when a call did, 2 when
     /// a config or an input line cannot be used.
+    #[command(
+        override_usage = "guardhost diff --config OLD --config NEW [--input FILE] [--format text|json]"
+    )]
     Diff(diff::DiffArgs),
     /// Print a JSON Schema (draft 2020-12) of the config file: the
     /// `guardrails:`, `authorization:` and `mcp:` sections, and the
