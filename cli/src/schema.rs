@@ -55,6 +55,48 @@ fn providers(defs: &mut Map<String, Value>) -> Vec<(&'static str, Value)> {
     list
 }
 
+/// The sections whose booleans and enums may be `$NAME` (the host
+/// resolves the variable, then reads its text as DeerFlow reads a boolean):
+/// `guardrails:`, `authorization:` and their provider entries. Elsewhere
+/// (`decision_log`, a provider's `config:`) a `$NAME` is only a string.
+const ENV_RESOLVED: [&str; 3] = ["GuardrailsConfig", "AuthorizationConfig", "ProviderSpec"];
+
+/// Lets the booleans and enums of [`ENV_RESOLVED`] be `$NAME` or
+/// `${NAME}`, an environment variable read when the config is loaded.
+fn environment_references(defs: &mut Map<String, Value>) {
+    let reference = json!({"$ref": "#/$defs/EnvironmentVariable"});
+    for name in ENV_RESOLVED {
+        let Some(Value::Object(properties)) = defs.get_mut(name).map(|d| d["properties"].take()) else {
+            continue;
+        };
+        let properties: Map<String, Value> = properties
+            .into_iter()
+            .map(|(key, schema)| {
+                let scalar = |s: &Value| s.get("type") == Some(&json!("boolean")) || s.get("enum").is_some();
+                let schema = match schema.get("anyOf").and_then(Value::as_array) {
+                    Some(options) if options.iter().any(scalar) => {
+                        let mut options = options.clone();
+                        options.push(reference.clone());
+                        json!({"anyOf": options})
+                    }
+                    _ if scalar(&schema) => json!({"anyOf": [schema, reference]}),
+                    _ => schema,
+                };
+                (key, schema)
+            })
+            .collect();
+        defs[name]["properties"] = Value::Object(properties);
+    }
+    defs.insert(
+        "EnvironmentVariable".into(),
+        json!({
+            "type": "string",
+            "pattern": "^\\$([A-Za-z_][A-Za-z0-9_]*|\\{[A-Za-z_][A-Za-z0-9_]*\\})$",
+            "description": "an environment variable, read when the config is loaded",
+        }),
+    );
+}
+
 /// The schema, as one JSON document.
 pub fn schema() -> Value {
     let (sections, mut defs) = probe::schema_of::<Sections>("");
@@ -74,6 +116,7 @@ pub fn schema() -> Value {
     if let Some(spec) = defs.get_mut("ProviderSpec") {
         spec["allOf"] = Value::Array(conditions);
     }
+    environment_references(&mut defs);
     let mut properties = defs_sections["properties"].take();
     // `guardrails: null` and `authorization: null` are refused (nothing
     // indented under them), though `Option` reads them as absent.

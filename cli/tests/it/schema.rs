@@ -104,6 +104,18 @@ fn misspelt_keys_are_refused_at_every_level() {
     let mut bad = good.clone();
     bad["enabled"] = json!(true);
     assert!(!validator.is_valid(&bad));
+    // `$NAME` where the host reads it from the environment, and only there.
+    let mut env = good.clone();
+    env["guardrails"]["enabled"] = json!("$GUARDRAILS_ON");
+    env["guardrails"]["mode"] = json!("${GUARDRAILS_MODE}");
+    env["authorization"]["fail_closed"] = json!("$AUTHZ_FAIL_CLOSED");
+    assert!(problems(&validator, &env).is_empty(), "{:?}", problems(&validator, &env));
+    let mut bad = good.clone();
+    bad["guardrails"]["enabled"] = json!("maybe");
+    assert!(!validator.is_valid(&bad));
+    let mut bad = good.clone();
+    bad["guardrails"]["decision_log"]["args"] = json!("$LOG_ARGS");
+    assert!(!validator.is_valid(&bad), "`decision_log` is not read from the environment");
     let section = json!({"enabled": true, "provider": {"use": "builtin:AllowlistProvider"}});
     assert!(validator.is_valid(&section));
     let section = json!({"enabled": true, "provider": {"use": "builtin:AllowlistProvider"}, "models": []});
