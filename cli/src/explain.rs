@@ -84,11 +84,7 @@ fn said(decision: &GuardrailDecision, provider_error: bool) -> String {
 /// config: the policies that decided, those that could not be evaluated,
 /// those that did not match.
 fn cedar(spec: &ProviderSpec, base_dir: &Path, request: &GuardrailRequest) -> Result<(), CliError> {
-    let descriptor = guardhost::locate("builtin:CedarGuardrailProvider", base_dir)?;
-    let config = descriptor.resolve_paths(&spec.config, base_dir);
-    let explained = serde_json::from_value::<guardhost_cedar::Config>(serde_json::Value::Object(config))
-        .map_err(|e| e.to_string())
-        .and_then(|config| guardhost_cedar::Cedar::compile(&config))
+    let explained = compile_cedar(spec, base_dir)?
         .and_then(|cedar| guardhost::provider::with_abi_request(request, |abi| cedar.explain(abi)));
     let explained = match explained {
         Ok(explained) => explained,
@@ -108,4 +104,20 @@ fn cedar(spec: &ProviderSpec, base_dir: &Path, request: &GuardrailRequest) -> Re
         }
     }
     outln!("       did not match (or were not needed): {}", list(&explained.not_matching))
+}
+
+#[cfg(feature = "cedar")]
+/// A Cedar entry's policies, compiled from its config as the provider
+/// compiles them (paths resolved from `base_dir`): what `explain` and
+/// `test --coverage` ask which policies decided a request, and which there
+/// are. The inner error says why the policies cannot be read.
+pub fn compile_cedar(
+    spec: &ProviderSpec,
+    base_dir: &Path,
+) -> Result<Result<guardhost_cedar::Cedar, String>, CliError> {
+    let descriptor = guardhost::locate("builtin:CedarGuardrailProvider", base_dir)?;
+    let config = descriptor.resolve_paths(&spec.config, base_dir);
+    Ok(serde_json::from_value::<guardhost_cedar::Config>(serde_json::Value::Object(config))
+        .map_err(|e| e.to_string())
+        .and_then(|config| guardhost_cedar::Cedar::compile(&config)))
 }

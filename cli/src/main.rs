@@ -1,5 +1,6 @@
 //! The `guardhost` command: `check`, `eval`, `run`, `explain`, `test`,
-//! `conformance`, `bench`, `serve`, `mcp` and `provider-server`, over the
+//! `diff`, `schema`, `conformance`, `bench`, `serve`, `mcp` and
+//! `provider-server`, over the
 //! guardhost library (`guardhost`), process isolation
 //! (`guardhost-isolation`), the conformance kit (`guardhost-kit`) and the
 //! MCP proxy (`guardhost-mcp`). This file parses the arguments, sets up logging and
@@ -26,12 +27,14 @@ macro_rules! out {
 mod bench;
 mod check;
 mod conformance;
+mod diff;
 mod error;
 mod eval;
 mod exit_guard;
 mod explain;
 mod mcp;
 mod run;
+mod schema;
 mod setup;
 mod test;
 
@@ -49,8 +52,9 @@ provider (builtin:AllowlistProvider), enabled, fail-closed, denying the tools
 `bash`, `write_file` and `str_replace` and allowing every other tool.
 `guardhost check` shows it; docs/authors.md shows how to write your own.
 
-Exit codes: 0 ok / allowed, 1 denied (eval), malformed input lines (run) or a
-failed check (conformance), 2 usage, config or load error, 3 a provider
+Exit codes: 0 ok / allowed, 1 denied (eval), malformed input lines (run), a
+failed check (conformance) or a changed decision (diff), 2 usage, config or
+load error (and input lines that are not calls, for diff), 3 a provider
 interrupt, 4 the provider failed on some calls (run), 5 a provider in this
 process ended it (it called exit), 141 stdout was closed before everything
 was written (its reader went away, as with `| head`).
@@ -100,6 +104,22 @@ enum Command {
     /// deciding policy, the chain entry), decided by the configured
     /// guardrail. Exit 0 when every case passes, 1 when one fails.
     Test(test::TestArgs),
+    /// Decide every call of an input (`run` lines, or a decision log written
+    /// with `args: true`) under two configs, `--config OLD --config NEW`,
+    /// and print each call whose outcome, reason code, deciding policy or
+    /// deciding chain entry changes, with the counts. Only names and codes
+    /// are printed. Exit 0 when nothing changed, 1 when a call did, 2 when
+    /// a config or an input line cannot be used.
+    #[command(
+        override_usage = "guardhost diff --config OLD --config NEW [--input FILE] [--format text|json]"
+    )]
+    Diff(diff::DiffArgs),
+    /// Print a JSON Schema (draft 2020-12) of the config file: the
+    /// `guardrails:`, `authorization:` and `mcp:` sections, and the
+    /// `config:` of each built-in provider by the symbol its `use:` names.
+    /// Editors validate a config with it (`# yaml-language-server:
+    /// $schema=...` on the file's first line).
+    Schema,
     /// Measure what the guardrail costs per tool call: a realistic mixed
     /// stream of DeerFlow tool calls through the configured provider; p50 /
     /// p99 / max per call, calls per second, peak memory.
@@ -143,7 +163,7 @@ fn main() -> ExitCode {
         Command::Bench(_) => "error",
         // The report says what each case got (each entry's answer); logs
         // would only repeat it.
-        Command::Test(_) | Command::Explain(_) => "off",
+        Command::Test(_) | Command::Explain(_) | Command::Diff(_) => "off",
         _ => "warn",
     });
     // A provider in this process that calls `exit` must not pass for a
@@ -155,10 +175,10 @@ fn main() -> ExitCode {
         Command::Explain(_) => Some(exit_guard::arm(exit_guard::Armed::Other)),
         Command::Run(_) => Some(exit_guard::arm(exit_guard::Armed::Run)),
         Command::Mcp(_) => Some(exit_guard::arm(exit_guard::Armed::Other)),
-        Command::Conformance(_) | Command::Bench(_) | Command::Test(_) => {
+        Command::Conformance(_) | Command::Bench(_) | Command::Test(_) | Command::Diff(_) => {
             Some(exit_guard::arm(exit_guard::Armed::Other))
         }
-        Command::ProviderServer | Command::Serve { .. } => None,
+        Command::ProviderServer | Command::Serve { .. } | Command::Schema => None,
     };
     let result = match cli.command {
         Command::Check { config, require_guardrail } => check::run(config.as_deref(), require_guardrail),
@@ -167,6 +187,8 @@ fn main() -> ExitCode {
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Test(args) => test::run(args),
+        Command::Diff(args) => diff::run(args),
+        Command::Schema => schema::run(),
         Command::Explain(args) => explain::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::ProviderServer => match guardhost_isolation::entry::run() {

@@ -21,12 +21,15 @@
 //!
 //! - [`suite`]: reading a test file;
 //! - [`run`]: deciding its calls and comparing;
-//! - [`report`]: the results, as text, JSON and JUnit.
+//! - [`report`]: the results, as text, JSON and JUnit;
+//! - [`coverage`]: what the cases exercised of the guardrail (`--coverage`).
 
+pub mod coverage;
 pub mod report;
 pub mod run;
 pub mod suite;
 
+pub use coverage::{Coverage, EntryCoverage, Policies, PolicyLister, Recorder};
 pub use report::{FileReport, Report, TestResult};
-pub use run::run_suite;
+pub use run::{run_suite, run_suite_covered};
 pub use suite::{Expect, Suite, SuiteError, TestCase};

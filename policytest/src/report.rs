@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use guardhost_kit::xml;
 use serde::Serialize;
 
+use crate::coverage::Coverage;
+
 /// What a call got.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Got {
@@ -61,6 +63,10 @@ pub struct FileReport {
 pub struct Report {
     /// Each file, in the order given.
     pub files: Vec<FileReport>,
+    /// With `--coverage`: what the cases exercised, a config each (in the
+    /// order the configs were first used).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<Coverage>,
 }
 
 impl Report {
@@ -108,13 +114,19 @@ impl Report {
         }
         let (passed, failed) = self.counts();
         let _ = writeln!(out, "{} tests: {passed} passed, {failed} failed", passed + failed);
+        for coverage in &self.coverage {
+            out.push_str(&coverage.to_text());
+        }
         out
     }
 
     /// The whole report as one JSON document, with the counts.
     pub fn to_json(&self) -> String {
         let (passed, failed) = self.counts();
-        let document = serde_json::json!({"passed": passed, "failed": failed, "files": self.files});
+        let mut document = serde_json::json!({"passed": passed, "failed": failed, "files": self.files});
+        if !self.coverage.is_empty() {
+            document["coverage"] = serde_json::json!(self.coverage);
+        }
         serde_json::to_string_pretty(&document).unwrap_or_default()
     }
 

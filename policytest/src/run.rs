@@ -8,21 +8,50 @@ use guardhost::outcome::outcome_of;
 use guardhost::{GuardrailMiddleware, ToolCallRequest};
 use serde_json::Value;
 
+use crate::coverage::Recorder;
 use crate::report::{Got, TestResult};
 use crate::suite::{Expect, Suite, TestCase};
 
 /// Decides every case of `suite` with `middleware` (on the sync path; the
 /// async path decides alike, as the middleware's own tests check).
 pub fn run_suite(suite: &Suite, middleware: &GuardrailMiddleware) -> Vec<TestResult> {
-    suite.tests.iter().enumerate().map(|(index, case)| run_case(index, case, middleware)).collect()
+    suite.tests.iter().enumerate().map(|(index, case)| run_case(index, case, middleware, None)).collect()
 }
 
-fn run_case(index: usize, case: &TestCase, middleware: &GuardrailMiddleware) -> TestResult {
+/// [`run_suite`], each case explained ([`GuardrailMiddleware::explain`]:
+/// the same decision, with every entry's answer) and recorded in
+/// `coverage`.
+pub fn run_suite_covered(
+    suite: &Suite,
+    middleware: &GuardrailMiddleware,
+    coverage: &mut Recorder,
+) -> Vec<TestResult> {
+    suite
+        .tests
+        .iter()
+        .enumerate()
+        .map(|(index, case)| run_case(index, case, middleware, Some(&mut *coverage)))
+        .collect()
+}
+
+fn run_case(
+    index: usize,
+    case: &TestCase,
+    middleware: &GuardrailMiddleware,
+    coverage: Option<&mut Recorder>,
+) -> TestResult {
     let started = Instant::now();
     let mut call =
         ToolCallRequest::new(case.tool.clone(), case.args.clone()).with_id(format!("test-{}", index + 1));
     call.context = case.context.clone();
-    let got = match middleware.decide(&call) {
+    let decided = match coverage {
+        None => middleware.decide(&call),
+        Some(coverage) => middleware.explain(&call).map(|explained| {
+            coverage.record(&explained);
+            (explained.decision, explained.provider_error)
+        }),
+    };
+    let got = match decided {
         Ok((decision, provider_error)) => Got {
             outcome: if provider_error { "error".to_owned() } else { outcome_of(&decision).to_owned() },
             code: decision.reasons.first().map(|r| r.code.to_string()),

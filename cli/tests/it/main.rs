@@ -17,7 +17,11 @@ mod config_example;
 #[cfg(unix)]
 mod conformance;
 #[cfg(unix)]
+mod coverage;
+#[cfg(unix)]
 mod decision_log;
+#[cfg(unix)]
+mod diff;
 #[cfg(unix)]
 mod differential;
 #[cfg(unix)]
@@ -44,6 +48,8 @@ mod program_provider;
 mod reload;
 #[cfg(unix)]
 mod run_decisions;
+#[cfg(unix)]
+mod schema;
 mod support;
 #[cfg(unix)]
 mod unguarded;
