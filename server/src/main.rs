@@ -87,6 +87,11 @@ struct Args {
     /// approver on /v1/pending, and names who answered.
     #[arg(long, value_name = "NAME=ENV")]
     approver: Vec<String>,
+    /// A file of approvers, one NAME=ENV a line (as --approver takes it;
+    /// blank lines and lines starting with # are skipped): the names and
+    /// the environment variables holding their tokens, never the tokens.
+    #[arg(long, value_name = "FILE")]
+    approvers_file: Option<PathBuf>,
     /// A header naming the approver, set by a proxy in front of this
     /// server that authenticates approvers (e.g. X-Forwarded-User). Needs
     /// --trust-approver-header.
@@ -178,15 +183,31 @@ fn run(args: Args) -> Result<(), String> {
         },
         None => None,
     };
+    let mut given: Vec<(String, String)> =
+        args.approver.iter().map(|a| ("--approver".to_owned(), a.clone())).collect();
+    if let Some(path) = &args.approvers_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--approvers-file {}: cannot read it: {e}", path.display()))?;
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if !line.is_empty() && !line.starts_with('#') {
+                given.push((
+                    format!("--approvers-file {} line {}", path.display(), number + 1),
+                    line.to_owned(),
+                ));
+            }
+        }
+    }
     let mut approvers = Vec::new();
-    for given in &args.approver {
+    for (from, given) in &given {
         let Some((name, variable)) = given.split_once('=') else {
-            return Err("--approver: expected NAME=ENV (the approver's name, and the environment variable \
-                        holding their token)"
-                .into());
+            return Err(format!(
+                "{from}: expected NAME=ENV (the approver's name, and the environment variable holding their \
+                 token)"
+            ));
         };
-        let token = secret_from_env("--approver", variable)?;
-        approvers.push((name.to_owned(), token));
+        let token = secret_from_env(from, variable.trim())?;
+        approvers.push((name.trim().to_owned(), token));
     }
     let mut approvers = Approvers::new(approvers, args.approver_header.clone(), token.as_deref())
         .map_err(|e| e.to_string())?;

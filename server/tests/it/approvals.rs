@@ -410,3 +410,31 @@ fn a_policy_test_case_answers_the_ask_and_expects_the_approved_path() {
         results[5]
     );
 }
+
+#[test]
+fn approvers_can_be_named_in_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let file = dir.path().join("approvers");
+    std::fs::write(&file, "# name=environment variable\nadmin = ADMIN_TOKEN\n\nmallory=MALLORY_TOKEN\n")
+        .unwrap();
+    let file = file.to_str().unwrap();
+    let env = [("ADMIN_TOKEN", ADMIN), ("MALLORY_TOKEN", MALLORY)];
+    let server = Server::start_with_env(&["--config", &config, "--approvers-file", file], &env);
+    let id = held(&server, "bash", "ls");
+    assert_eq!(answer(&server, &id, Some(MALLORY), json!({"approved": true})).status, 403);
+    assert_eq!(answer(&server, &id, Some(ADMIN), json!({"approved": true})).status, 200);
+
+    // A variable that is not set: the start fails, naming the line and the
+    // variable.
+    let refused = std::process::Command::new(crate::support::SERVER)
+        .args(["--config", &config, "--approvers-file", file])
+        .env("ADMIN_TOKEN", ADMIN)
+        .env_remove("MALLORY_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("line 4") && stderr.contains("MALLORY_TOKEN"), "{stderr}");
+    assert!(!stderr.contains(ADMIN), "{stderr}");
+}
