@@ -206,7 +206,7 @@ fn run(args: Args) -> Result<(), String> {
                  token)"
             ));
         };
-        let token = secret_from_env(from, variable.trim())?;
+        let token = secret_from_env(&format!("{from}: "), variable.trim())?;
         approvers.push((name.trim().to_owned(), token));
     }
     let mut approvers = Approvers::new(approvers, args.approver_header.clone(), token.as_deref())
@@ -215,7 +215,7 @@ fn run(args: Args) -> Result<(), String> {
     let pending = match &args.pending_store {
         Some(url) => {
             let url = match url.strip_prefix("env:") {
-                Some(variable) => secret_from_env("--pending-store env:", variable)?,
+                Some(variable) => secret_from_env("--pending-store env:", variable.trim())?,
                 None => url.clone(),
             };
             Some(Pending::redis(&url).map_err(|e| e.to_string())?)
@@ -307,16 +307,17 @@ fn run(args: Args) -> Result<(), String> {
 }
 
 /// The secret in the environment variable `name` (then removed from the
-/// environment, so provider processes never inherit it); the error names
-/// the variable, never a value.
-fn secret_from_env(option: &str, name: &str) -> Result<String, String> {
+/// environment, so provider processes never inherit it); the error,
+/// after `prefix` (where the name was given), names the variable, never a
+/// value.
+fn secret_from_env(prefix: &str, name: &str) -> Result<String, String> {
     match std::env::var(name) {
         Ok(value) if !value.is_empty() => {
             // No other thread runs yet.
             std::env::remove_var(name);
             Ok(value)
         }
-        _ => Err(format!("{option} {name}: the environment variable {name} is not set or empty")),
+        _ => Err(format!("{prefix}{name}: the environment variable {name} is not set or empty")),
     }
 }
 
