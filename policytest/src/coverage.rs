@@ -111,7 +111,7 @@ impl Recorder {
         for ((step, entry), lister) in
             explained.steps.iter().zip(&mut self.coverage.entries).zip(&self.listers)
         {
-            let StepAnswer::Asked { decision, provider_error, request } = &step.answer else { continue };
+            let StepAnswer::Asked { decision, provider_error, request, .. } = &step.answer else { continue };
             entry.asked += 1;
             if single || decided_by == Some(entry.entry.as_str()) {
                 entry.decided += 1;

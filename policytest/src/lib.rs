@@ -17,6 +17,12 @@
 //!     code: cedar.permit                   # optional: the first reason's code
 //!     policy: everyone-reads               # optional: the deciding policy (`policy_id`)
 //!     decided_by: cedar                    # optional: the chain entry that decided
+//!   - name: an approved deploy runs
+//!     tool: bash
+//!     args: {command: make deploy}
+//!     approve: {by: admin}                 # optional: answer the ask, then decide again
+//!     expect: allow
+//!     code: guardhost.approved
 //! ```
 //!
 //! - [`suite`]: reading a test file;
@@ -32,4 +38,4 @@ pub mod suite;
 pub use coverage::{Coverage, EntryCoverage, Policies, PolicyLister, Recorder};
 pub use report::{FileReport, Report, TestResult};
 pub use run::{run_suite, run_suite_covered};
-pub use suite::{Expect, Suite, SuiteError, TestCase};
+pub use suite::{Approve, Expect, Suite, SuiteError, TestCase};

@@ -5,12 +5,12 @@ use std::time::Instant;
 
 use guardhost::middleware::StepAnswer;
 use guardhost::outcome::outcome_of;
-use guardhost::{GuardrailMiddleware, ToolCallRequest};
+use guardhost::{Approval, Ask, GuardrailDecision, GuardrailMiddleware, ToolCallRequest};
 use serde_json::Value;
 
 use crate::coverage::Recorder;
 use crate::report::{Got, TestResult};
-use crate::suite::{Expect, Suite, TestCase};
+use crate::suite::{Approve, Expect, Suite, TestCase};
 
 /// Decides every case of `suite` with `middleware` (on the sync path; the
 /// async path decides alike, as the middleware's own tests check).
@@ -44,12 +44,16 @@ fn run_case(
     let mut call =
         ToolCallRequest::new(case.tool.clone(), case.args.clone()).with_id(format!("test-{}", index + 1));
     call.context = case.context.clone();
-    let decided = match coverage {
-        None => middleware.decide(&call),
-        Some(coverage) => middleware.explain(&call).map(|explained| {
-            coverage.record(&explained);
-            (explained.decision, explained.provider_error)
-        }),
+    let decided = match (&case.approve, coverage) {
+        (Some(approve), _) => decide_approved(middleware, call.clone(), approve),
+        (None, None) => middleware.decide(&call).map_err(|e| e.to_string()),
+        (None, Some(coverage)) => middleware
+            .explain(&call)
+            .map(|explained| {
+                coverage.record(&explained);
+                (explained.decision, explained.provider_error)
+            })
+            .map_err(|e| e.to_string()),
     };
     let got = match decided {
         Ok((decision, provider_error)) => Got {
@@ -60,7 +64,7 @@ fn run_case(
             decided_by: decision.metadata.get("decided_by").and_then(Value::as_str).map(str::to_owned),
             cause: provider_error.then(|| cause(middleware, &call)).flatten(),
         },
-        Err(error) => Got { outcome: "error".to_owned(), message: Some(error.to_string()), ..Got::default() },
+        Err(error) => Got { outcome: "error".to_owned(), message: Some(error), ..Got::default() },
     };
     let problems = compare(case, &got);
     TestResult { name: case.name.clone(), got, problems, seconds: started.elapsed().as_secs_f64() }
@@ -73,6 +77,45 @@ fn cause(middleware: &GuardrailMiddleware, call: &ToolCallRequest) -> Option<Str
         StepAnswer::Asked { cause, .. } => cause.map(|cause| format!("{}: {cause}", step.entry)),
         _ => None,
     })
+}
+
+/// The most asks one case answers: one for each asking entry of a chain.
+const MAX_ASKS: usize = 16;
+
+/// Decides `call`, and, while the decision is an `ask`, answers it as a
+/// runtime does (the approval of exactly this call, in its context, with
+/// the approvals before it) and decides again: the last decision. A call
+/// that is never asked about is an error: the case says it is.
+fn decide_approved(
+    middleware: &GuardrailMiddleware,
+    mut call: ToolCallRequest,
+    approve: &Approve,
+) -> Result<(GuardrailDecision, bool), String> {
+    let mut approvals = Vec::new();
+    for _ in 0..MAX_ASKS {
+        let (decision, provider_error) = middleware.decide(&call).map_err(|e| e.to_string())?;
+        let Some(ask) = Ask::of(&decision) else {
+            if approvals.is_empty() {
+                return Err(format!(
+                    "`approve` answers an ask, and the call was not held for approval (it got {})",
+                    outcome_of(&decision)
+                ));
+            }
+            return Ok((decision, provider_error));
+        };
+        let approval = Approval {
+            approved: approve.approved,
+            entry: ask.entry,
+            digest: ask.digest,
+            deadline: ask.deadline,
+            approved_by: approve.by.clone(),
+        };
+        approvals.push(serde_json::to_value(approval).map_err(|e| e.to_string())?);
+        call.context
+            .get_or_insert_with(Default::default)
+            .insert("approval".into(), Value::Array(approvals.clone()));
+    }
+    Err(format!("the call was still held for approval after {MAX_ASKS} answers"))
 }
 
 /// What differs between `case` and what it `got`, in words.

@@ -59,6 +59,27 @@ pub struct TestCase {
     /// The chain entry that must decide it.
     #[serde(default)]
     pub decided_by: Option<String>,
+    /// A human's answer to the call's `ask`: the call is decided, the ask
+    /// answered as a runtime answers it (an approval of exactly this call,
+    /// in its context), and decided again; `expect` is what that comes to.
+    #[serde(default)]
+    pub approve: Option<Approve>,
+}
+
+/// A case's answer to an `ask` (`approve: {by: admin}`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approve {
+    /// Who answers (`approved_by`).
+    #[serde(default)]
+    pub by: Option<String>,
+    /// `false` refuses the call.
+    #[serde(default = "yes")]
+    pub approved: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A test file, read.
@@ -84,7 +105,7 @@ pub enum SuiteError {
         source: std::io::Error,
     },
     /// Not a test file.
-    #[error("{path} is not a test file: {message}; a test file is `tests:` (a list of {{name, tool, args, context, expect: allow|deny|ask|rewrite|error, code, policy, decided_by}}), with an optional `config:`")]
+    #[error("{path} is not a test file: {message}; a test file is `tests:` (a list of {{name, tool, args, context, expect: allow|deny|ask|rewrite|error, code, policy, decided_by, approve: {{by, approved}}}}), with an optional `config:`")]
     Shape {
         /// The file.
         path: PathBuf,

@@ -13,7 +13,9 @@
 //! - [`source`]: where each request's guardrail comes from (fixed, or
 //!   reloaded);
 //! - [`service`]: the routes;
-//! - [`pending`]: calls held for a human's approval, until resumed;
+//! - [`pending`]: calls held for a human's approval, until answered, in
+//!   memory or in a Redis server replicas share;
+//! - [`approvers`]: who may answer them, and how they are known;
 //! - [`metrics`]: what `/metrics` says;
 //! - [`mod@serve`]: the accept loop, its limits and the graceful shutdown.
 //!
@@ -59,6 +61,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod approvers;
 pub mod metrics;
 pub mod options;
 pub mod pending;
@@ -66,6 +69,7 @@ pub mod serve;
 pub mod service;
 pub mod source;
 
+pub use approvers::Approvers;
 pub use metrics::Metrics;
 pub use options::{Listen, Options};
 pub use serve::{serve, ServeError, Server};

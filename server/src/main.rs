@@ -9,7 +9,8 @@ use std::time::Duration;
 use clap::Parser;
 use guardhost::{install, LoadedConfig, ReloadPolicy, Reloader};
 use guardhost_server::options::{DEFAULT_DECISION_TIMEOUT_MS, DEFAULT_LISTEN};
-use guardhost_server::{Listen, Metrics, Options, Server, Service, Source};
+use guardhost_server::pending::Pending;
+use guardhost_server::{Approvers, Listen, Metrics, Options, Server, Service, Source};
 
 /// How often --watch looks at the config file and the provider's library.
 const WATCH_INTERVAL: Duration = Duration::from_millis(200);
@@ -80,14 +81,48 @@ struct Args {
     /// 503 `unguarded` then, so a rollout of such a config does not pass.
     #[arg(long)]
     allow_unguarded: bool,
+    /// An approver of held calls and the environment variable holding
+    /// their bearer token (NAME=ENV; repeat for each approver). The token
+    /// is read, then removed from the environment; it authenticates the
+    /// approver on /v1/pending, and names who answered.
+    #[arg(long, value_name = "NAME=ENV")]
+    approver: Vec<String>,
+    /// A file of approvers, one NAME=ENV a line (as --approver takes it;
+    /// blank lines and lines starting with # are skipped): the names and
+    /// the environment variables holding their tokens, never the tokens.
+    #[arg(long, value_name = "FILE")]
+    approvers_file: Option<PathBuf>,
+    /// A header naming the approver, set by a proxy in front of this
+    /// server that authenticates approvers (e.g. X-Forwarded-User). Needs
+    /// --trust-approver-header.
+    #[arg(long, value_name = "HEADER", requires = "trust_approver_header")]
+    approver_header: Option<String>,
+    /// The operator's word that every request reaching this server comes
+    /// through the proxy that sets --approver-header (anyone else who can
+    /// reach it could name any approver).
+    #[arg(long, requires = "approver_header")]
+    trust_approver_header: bool,
+    /// Let an answer to a held call come without an approver's identity,
+    /// `approved_by` being whatever its body says (the behaviour before
+    /// approvers were authenticated). Logged as a warning at start.
+    #[arg(long)]
+    approvals_unauthenticated: bool,
+    /// Keep held calls in this Redis server (redis://[:password@]host[:port][/db],
+    /// or env:NAME to read that URL from the environment variable NAME),
+    /// shared by every replica that names it, instead of this process's
+    /// memory.
+    #[arg(long, value_name = "URL")]
+    pending_store: Option<String>,
 }
 
 const AFTER_HELP: &str = "\
 Routes: POST /v1/decide (one tool call, the shape of a `guardhost run` line:
 {\"name\", \"args\", \"id\", \"context\"}) answers the decision `guardhost run
 --output decisions` prints; POST /v1/decide/batch ({\"calls\": [...]}) answers
-{\"decisions\": [...]} in order; GET /healthz, /readyz, /metrics (Prometheus),
-/openapi.json.
+{\"decisions\": [...]} in order; GET /v1/pending lists the calls held for
+approval, GET /v1/pending/{id} shows one (and its answer), POST
+/v1/pending/{id} answers it (approvers: --approver, --approver-header); GET
+/healthz, /readyz, /metrics (Prometheus), /openapi.json.
 Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT), 2 when the config,
 the provider or the listener cannot be set up, or when a guardrail is required
 (--require-guardrail, GUARDHOST_REQUIRE_GUARDRAIL=1) and the config installs
@@ -148,6 +183,45 @@ fn run(args: Args) -> Result<(), String> {
         },
         None => None,
     };
+    let mut given: Vec<(String, String)> =
+        args.approver.iter().map(|a| ("--approver".to_owned(), a.clone())).collect();
+    if let Some(path) = &args.approvers_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--approvers-file {}: cannot read it: {e}", path.display()))?;
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if !line.is_empty() && !line.starts_with('#') {
+                given.push((
+                    format!("--approvers-file {} line {}", path.display(), number + 1),
+                    line.to_owned(),
+                ));
+            }
+        }
+    }
+    let mut approvers = Vec::new();
+    for (from, given) in &given {
+        let Some((name, variable)) = given.split_once('=') else {
+            return Err(format!(
+                "{from}: expected NAME=ENV (the approver's name, and the environment variable holding their \
+                 token)"
+            ));
+        };
+        let token = secret_from_env(&format!("{from}: "), variable.trim())?;
+        approvers.push((name.trim().to_owned(), token));
+    }
+    let mut approvers = Approvers::new(approvers, args.approver_header.clone(), token.as_deref())
+        .map_err(|e| e.to_string())?;
+    approvers.unauthenticated = args.approvals_unauthenticated;
+    let pending = match &args.pending_store {
+        Some(url) => {
+            let url = match url.strip_prefix("env:") {
+                Some(variable) => secret_from_env("--pending-store env:", variable.trim())?,
+                None => url.clone(),
+            };
+            Some(Pending::redis(&url).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
     let listen = match args.unix {
         Some(path) => Listen::Unix(path),
         None => Listen::Tcp(args.listen),
@@ -167,6 +241,7 @@ fn run(args: Args) -> Result<(), String> {
         drain_timeout: Duration::from_millis(args.drain_timeout_ms),
         allow_unguarded: args.allow_unguarded,
         decision_timeout: Duration::from_millis(args.decision_timeout_ms),
+        approvers,
     };
     let mut warning = None;
     let source = match (&args.config, args.watch) {
@@ -200,7 +275,14 @@ fn run(args: Args) -> Result<(), String> {
     }
     let runtime = runtime.enable_all().build().map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(async move {
-        let service = Service::new(source.clone(), options, Arc::new(Metrics::default()));
+        let (warnings, note) = (approval_warnings(&options), approval_note(&options));
+        let mut service = Service::new(source.clone(), options, Arc::new(Metrics::default()));
+        let mut unreachable = None;
+        if let Some(pending) = pending {
+            // Unreachable now is not fatal (it may come back): said once.
+            unreachable = pending.check().await.err();
+            service = service.with_pending(pending);
+        }
         let server = Server::bind(service).await.map_err(|e| e.to_string())?;
         let guards = source.current().map_or("provider: none (every call allowed)".to_owned(), |g| {
             match g.middleware.is_chain() {
@@ -217,10 +299,64 @@ fn run(args: Args) -> Result<(), String> {
         if let Some(warning) = warning {
             tracing::warn!("{warning}");
         }
+        for warning in warnings {
+            tracing::warn!("{warning}");
+        }
+        if let Some(note) = note {
+            tracing::info!("{note}");
+        }
+        if let Some(error) = unreachable {
+            tracing::error!("{error}; calls held for approval get no pending id until it answers");
+        }
         server.run(signals(source)).await;
         eprintln!("guardhost-server: stopped");
         Ok(())
     })
+}
+
+/// The secret in the environment variable `name` (then removed from the
+/// environment, so provider processes never inherit it); the error,
+/// after `prefix` (where the name was given), names the variable, never a
+/// value.
+fn secret_from_env(prefix: &str, name: &str) -> Result<String, String> {
+    match std::env::var(name) {
+        Ok(value) if !value.is_empty() => {
+            // No other thread runs yet.
+            std::env::remove_var(name);
+            Ok(value)
+        }
+        _ => Err(format!("{prefix}{name}: the environment variable {name} is not set or empty")),
+    }
+}
+
+/// What to warn about how held calls are answered.
+fn approval_warnings(options: &Options) -> Vec<String> {
+    let approvers = &options.approvers;
+    let mut warnings = Vec::new();
+    if approvers.unauthenticated {
+        warnings.push(
+            "--approvals-unauthenticated: whoever can reach /v1/pending can answer a held call, as anyone \
+             (`approved_by` is what the answer says)"
+                .to_owned(),
+        );
+    }
+    if approvers.header().is_some() && options.token.is_none() {
+        warnings.push(
+            "--approver-header without --token-env: whoever reaches this server without the proxy can name \
+             any approver; listen where only the proxy can reach it, or give the proxy a --token-env token"
+                .to_owned(),
+        );
+    }
+    warnings
+}
+
+/// What to say at start when nobody can answer held calls.
+fn approval_note(options: &Options) -> Option<&'static str> {
+    let approvers = &options.approvers;
+    (!approvers.any() && !approvers.unauthenticated).then_some(
+        "no approver is configured (--approver, --approver-header): held calls can be listed, not answered over \
+         HTTP",
+    )
 }
 
 /// With `require`, refuses a config that installs no guardrail; without,

@@ -120,6 +120,7 @@ pub struct Metrics {
     would_deny: Family<Who>,
     timeouts: Family<Who>,
     http: Family<(String, u16)>,
+    answers: Family<&'static str>,
     latency: RwLock<BTreeMap<Who, Arc<Histogram>>>,
 }
 
@@ -169,6 +170,13 @@ impl Metrics {
         histogram.observe(call.took);
     }
 
+    /// Counts one answer to a held call (`POST /v1/pending/{id}`) by its
+    /// result: `approved`, `refused`, `unauthenticated`, `forbidden`,
+    /// `unknown`, `conflict`, `bad`, `unavailable`.
+    pub fn answer(&self, result: &'static str) {
+        self.answers.add(result, 1, None);
+    }
+
     /// Counts one HTTP request answered on `route` with `status`.
     pub fn answered(&self, route: &str, status: u16) {
         self.http.add((route.to_owned(), status), 1, None);
@@ -176,8 +184,16 @@ impl Metrics {
 
     /// The Prometheus text exposition, with the counters kept elsewhere
     /// given: provider-process `restarts`, the current decision log's
-    /// `dropped` entries, and (under `--watch`) how reloads have gone.
-    pub fn render(&self, restarts: u64, dropped: u64, reloads: Option<&ReloadStatus>) -> String {
+    /// `dropped` entries, (under `--watch`) how reloads have gone, and how
+    /// many calls are `held` for approval (`None` when the store did not
+    /// say).
+    pub fn render(
+        &self,
+        restarts: u64,
+        dropped: u64,
+        reloads: Option<&ReloadStatus>,
+        held: Option<usize>,
+    ) -> String {
         let mut out = String::with_capacity(4096);
         let label = escape;
         header(
@@ -266,6 +282,26 @@ impl Metrics {
                 label(&route)
             );
         }
+        if let Some(held) = held {
+            header(
+                &mut out,
+                "guardhost_pending_calls",
+                "gauge",
+                "Calls held for a human's approval, not answered yet (with --pending-store, across the \
+                 replicas sharing it).",
+            );
+            let _ = writeln!(out, "guardhost_pending_calls {held}");
+        }
+        header(
+            &mut out,
+            "guardhost_pending_answers_total",
+            "counter",
+            "Answers to held calls (POST /v1/pending/{id}) by result: approved, refused, unauthenticated, \
+             forbidden, unknown, conflict, bad, unavailable.",
+        );
+        for (result, n) in self.answers.snapshot() {
+            let _ = writeln!(out, "guardhost_pending_answers_total{{result=\"{result}\"}} {n}");
+        }
         if let Some(reloads) = reloads {
             header(
                 &mut out,
@@ -349,7 +385,7 @@ mod tests {
             ..call("deny", "oap.evaluator_error")
         });
         metrics.answered("/v1/decide", 200);
-        let text = metrics.render(3, 7, None);
+        let text = metrics.render(3, 7, None, Some(2));
         assert!(text.contains("guardhost_decisions_total{entry=\"allowlist\",provider=\"allowlist\",outcome=\"allow\",code=\"oap.allowed\"} 2\n"), "{text}");
         assert!(text.contains("code=\"say \\\"no\\\"\\n\\\\\"} 1\n"), "{text}");
         assert!(
@@ -368,6 +404,7 @@ mod tests {
         );
         assert!(text.contains("guardhost_provider_restarts_total 3\n"), "{text}");
         assert!(text.contains("guardhost_decision_log_dropped_total 7\n"), "{text}");
+        assert!(text.contains("guardhost_pending_calls 2\n"), "{text}");
         assert!(
             text.contains("guardhost_http_requests_total{route=\"/v1/decide\",status=\"200\"} 1\n"),
             "{text}"
@@ -393,7 +430,7 @@ mod tests {
         for i in 0..MAX_SERIES + 50 {
             metrics.decided(call("deny", &format!("code-{i}")));
         }
-        let text = metrics.render(0, 0, None);
+        let text = metrics.render(0, 0, None, None);
         let series = text.lines().filter(|l| l.starts_with("guardhost_decisions_total{")).count();
         assert_eq!(series, MAX_SERIES + 1);
         assert!(text.contains("code=\"other\"} 50\n"), "{}", &text[..400]);

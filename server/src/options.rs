@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::approvers::Approvers;
+
 /// Where the service listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
@@ -58,6 +60,8 @@ pub struct Options {
     /// How long one call's decision may take; past it, the call is answered
     /// as a provider error (`fail_closed` decides).
     pub decision_timeout: Duration,
+    /// Who may answer held calls, and how they are known.
+    pub approvers: Approvers,
 }
 
 impl std::fmt::Debug for Options {
@@ -73,6 +77,7 @@ impl std::fmt::Debug for Options {
             .field("drain_timeout", &self.drain_timeout)
             .field("allow_unguarded", &self.allow_unguarded)
             .field("decision_timeout", &self.decision_timeout)
+            .field("approvers", &self.approvers)
             .finish()
     }
 }
@@ -89,6 +94,7 @@ impl Default for Options {
             drain_timeout: Duration::from_secs(30),
             allow_unguarded: false,
             decision_timeout: Duration::from_millis(DEFAULT_DECISION_TIMEOUT_MS),
+            approvers: Approvers::default(),
         }
     }
 }

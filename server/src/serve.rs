@@ -137,7 +137,12 @@ impl Server {
                     // Closed, broken, or no complete head in time.
                     _ => return,
                 };
-                let trusted = head.is_probe() || service.authorized(head.authorization());
+                // An approver's token counts on the held calls' routes,
+                // where it stands for the service's.
+                let trusted = head.is_probe()
+                    || service.authorized(head.authorization())
+                    || (head.is_pending()
+                        && service.options().approvers.by_token(head.authorization()).is_some());
                 let io = Prefixed::new(head.bytes, io);
                 let Some(slot) = slots.take(trusted) else {
                     refuse_busy(Box::new(io), service.options().max_connections).await;
@@ -316,6 +321,12 @@ impl Head {
         let (method, target) = (parts.next(), parts.next().unwrap_or_default());
         let path = target.split(|&b| b == b'?').next().unwrap_or_default();
         method == Some(&b"GET"[..]) && (path == b"/healthz" || path == b"/readyz")
+    }
+
+    /// Whether it asks for a held calls' route (`/v1/pending...`).
+    fn is_pending(&self) -> bool {
+        let Some(line) = self.lines().next() else { return false };
+        line.split(|&b| b == b' ').nth(1).is_some_and(|target| target.starts_with(b"/v1/pending"))
     }
 
     /// The `Authorization` header's value, if there is one.

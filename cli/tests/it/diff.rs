@@ -162,3 +162,46 @@ fn a_config_that_cannot_be_used_is_named() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("diff compares two configs"), "{}", stderr(&out));
 }
+
+/// The OAP example passport against the example Cedar policies over the
+/// OAP example calls: the two sets agree on every outcome (what a coding
+/// agent does runs, the attacks do not), and every call changes its code
+/// and policy, so the diff exits 1 and says which kind of change it is.
+#[test]
+fn the_example_passport_against_the_example_policies_agrees_on_every_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let oap = write(
+        dir.path(),
+        "oap.yaml",
+        &format!(
+            "guardrails:\n  enabled: true\n  provider:\n    use: {}\n    config: {{passport_path: {}}}\n",
+            crate::support::use_of("guardhost_oap", "OAPGuardrailProvider"),
+            shipped("examples/oap/passport.json")
+        ),
+    );
+    let input = shipped("examples/oap/calls.jsonl");
+    let out = guardhost(
+        &["diff", "--config", &cedar_config(), "--config", oap.to_str().unwrap(), "--input", &input],
+        None,
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(
+        text.ends_with(
+            "12 calls: 12 changed (outcome 0, code 12, policy 12, decided_by 0), 0 unusable lines\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("line 6 (bash oap-6): deny (cedar.forbid, policy no-dangerous-operations) -> deny (oap.dangerous_operation, policy system.command.execute.v1)"), "{text}");
+    // Against the embedded default's allowlist, outcomes change too.
+    let out = guardhost(
+        &["diff", "--config", &default_config(), "--config", oap.to_str().unwrap(), "--input", &input],
+        None,
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("line 1 (bash oap-1): deny (oap.tool_not_allowed) -> allow (oap.allowed"),
+        "{text}"
+    );
+}

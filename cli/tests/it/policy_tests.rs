@@ -158,6 +158,47 @@ fn any_config_can_be_tested_chains_and_ask_and_rewrite_included() {
 }
 
 #[test]
+fn a_case_can_answer_the_ask_and_expect_the_approved_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        "guardrails:
+  enabled: true
+  providers:
+    - use: builtin:ApprovalGuardrailProvider
+      name: humans
+      config: {ask: [bash, write_file], approvers: [admin]}
+    - use: builtin:AllowlistProvider
+      config: {denied_tools: [write_file]}
+",
+    );
+    let tests = write(
+        dir.path(),
+        "tests.yaml",
+        "tests:
+  - {name: held, tool: bash, args: {command: make}, expect: ask, decided_by: humans}
+  - {name: approved by admin, tool: bash, args: {command: make}, approve: {by: admin}, expect: allow, code: guardhost.approved}
+  - {name: not mallory's, tool: bash, args: {command: make}, approve: {by: mallory}, expect: deny, code: guardhost.approver_not_allowed}
+  - {name: refused, tool: bash, approve: {by: admin, approved: false}, expect: deny, code: guardhost.approval_refused}
+  - {name: approved then denied further on, tool: write_file, approve: {by: admin}, expect: deny, decided_by: allowlist}
+",
+    );
+    let out = guardhost(&["test", tests.to_str().unwrap(), "--config", config.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).ends_with("5 tests: 5 passed, 0 failed\n"), "{}", stdout(&out));
+
+    let nothing = write(
+        dir.path(),
+        "nothing.yaml",
+        "tests:\n  - {name: nothing to approve, tool: read_file, approve: {by: admin}, expect: allow}\n",
+    );
+    let out = guardhost(&["test", nothing.to_str().unwrap(), "--config", config.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("was not held for approval"), "{}", stdout(&out));
+}
+
+#[test]
 fn a_test_file_or_config_that_cannot_be_used_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let no_config = write(dir.path(), "a.yaml", "tests:\n  - {name: x, tool: bash, expect: deny}\n");

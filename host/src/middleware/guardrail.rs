@@ -320,7 +320,8 @@ fn call_id_of(call: &ToolCall) -> &str {
 }
 
 /// DeerFlow's text of a denial; joined rather than formatted, which costs
-/// a fifth as much.
+/// a fifth as much. A call held for approval is not a denial: its text
+/// says so ([`held_text`]).
 fn denial_text(name: &str, decision: &GuardrailDecision) -> String {
     let (code, message) = match decision.reasons.first() {
         Some(reason) => (&*reason.code, &*reason.message),
@@ -328,6 +329,9 @@ fn denial_text(name: &str, decision: &GuardrailDecision) -> String {
     };
     // A name the host refuses is shown without its invisible characters.
     let name = tool_name::escaped(name);
+    if let Some(ask) = Ask::of(decision) {
+        return held_text(&name, code, message, &ask);
+    }
     [
         "Guardrail denied: tool '",
         &name,
@@ -338,6 +342,26 @@ fn denial_text(name: &str, decision: &GuardrailDecision) -> String {
         ". Choose an alternative approach.",
     ]
     .concat()
+}
+
+/// What the agent reads of a call held for a human's approval: that it
+/// waits (by whom, until when), and that the runtime brings the answer,
+/// so that it neither gives up on the call nor makes it again meanwhile.
+fn held_text(name: &str, code: &str, message: &str, ask: &Ask) -> String {
+    let by = match ask.approvers.as_slice() {
+        [] => String::new(),
+        [one] => format!(" from {one}"),
+        many => format!(" from one of {}", many.join(", ")),
+    };
+    let until = i64::try_from(ask.deadline)
+        .ok()
+        .and_then(|at| chrono::DateTime::from_timestamp(at, 0))
+        .map_or_else(|| ask.deadline.to_string(), |at| at.format("%Y-%m-%dT%H:%M:%SZ").to_string());
+    format!(
+        "Guardrail held: tool '{name}' awaits a human's approval{by} ({code}), until {until}. Reason: \
+         {message}. Do not make this call again or work around it: once an approver answers, the runtime \
+         resumes it and you receive its result, or the refusal if it is refused or the time runs out."
+    )
 }
 
 /// The arguments of the call being decided: lent by the caller (a

@@ -4,6 +4,8 @@
 //! helpers.
 
 #[cfg(unix)]
+mod approvals;
+#[cfg(unix)]
 mod chains;
 #[cfg(unix)]
 mod deploy;

@@ -25,7 +25,10 @@ fn server(dir: &std::path::Path) -> Server {
         approvals = use_of("guardhost_approvals", "ApprovalGuardrailProvider"),
     );
     std::fs::write(&path, yaml).unwrap();
-    Server::start(&["--config", path.to_str().unwrap()])
+    Server::start_with_env(
+        &["--config", path.to_str().unwrap(), "--approver", "admin=ADMIN", "--approver", "mallory=MALLORY"],
+        &[("ADMIN", "t-admin"), ("MALLORY", "t-mallory")],
+    )
 }
 
 fn bash(command: &str) -> Value {
@@ -40,7 +43,12 @@ fn decided(server: &Server, call: &Value) -> Value {
 }
 
 fn resume(server: &Server, resume: &str, answer: Value) -> support::Response {
-    let response = server.call("POST", resume, &[], answer.to_string().as_bytes());
+    // The approver is who authenticates: the body's `approved_by` picks the token.
+    let token = match answer["approved_by"].as_str() {
+        Some("mallory") => "Bearer t-mallory",
+        _ => "Bearer t-admin",
+    };
+    let response = server.call("POST", resume, &[("authorization", token)], answer.to_string().as_bytes());
     openapi::check("POST", "/v1/pending/{id}", &response);
     response
 }
@@ -56,18 +64,12 @@ fn an_ask_is_held_under_a_pending_id_and_resumed_once() {
     let path = held["pending"]["resume"].as_str().unwrap().to_owned();
     assert_eq!(path, format!("/v1/pending/{id}"));
 
-    // The wrong approver: denied, and the held call is gone.
+    // The wrong approver: refused, and the held call stays for the right one.
     let wrong = resume(&server, &path, json!({"approved": true, "approved_by": "mallory"}));
-    assert_eq!(wrong.status, 200, "{}", wrong.text());
-    assert_eq!(wrong.json()["outcome"], "deny");
-    assert_eq!(wrong.json()["reasons"][0]["code"], "guardhost.approver_not_allowed");
-    let again = resume(&server, &path, json!({"approved": true, "approved_by": "admin"}));
-    assert_eq!(again.status, 404, "{}", again.text());
-    assert_eq!(again.json()["error"]["kind"], "unknown_pending");
+    assert_eq!(wrong.status, 403, "{}", wrong.text());
+    assert_eq!(wrong.json()["error"]["kind"], "approver_not_allowed");
 
-    // Asked again, approved by an approver: allowed.
-    let held = decided(&server, &bash("make deploy"));
-    let path = held["pending"]["resume"].as_str().unwrap().to_owned();
+    // Approved by an approver: allowed, once.
     let approved = resume(&server, &path, json!({"approved": true, "approved_by": "admin"}));
     assert_eq!(approved.status, 200, "{}", approved.text());
     let approved = approved.json();
@@ -75,6 +77,9 @@ fn an_ask_is_held_under_a_pending_id_and_resumed_once() {
     assert_eq!(approved["reasons"][0]["code"], "guardhost.approved");
     assert_eq!(approved["metadata"]["decided_by"], "humans");
     assert!(approved.get("pending").is_none());
+    let again = resume(&server, &path, json!({"approved": true, "approved_by": "admin"}));
+    assert_eq!(again.status, 409, "{}", again.text());
+    assert_eq!(again.json()["error"]["kind"], "already_answered");
 
     // Refused: denied.
     let held = decided(&server, &bash("make deploy"));
@@ -88,7 +93,7 @@ fn an_ask_is_held_under_a_pending_id_and_resumed_once() {
     let unknown = resume(&server, "/v1/pending/p-0", json!({"approved": true}));
     assert_eq!(unknown.status, 404);
     let metrics = server.call("GET", "/metrics", &[], b"").text();
-    assert!(metrics.contains("route=\"/v1/pending\",status=\"404\"} 2"), "{metrics}");
+    assert!(metrics.contains("route=\"/v1/pending\",status=\"404\"} 1"), "{metrics}");
 }
 
 #[test]

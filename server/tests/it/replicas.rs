@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::support::Server;
 use serde_json::{json, Value};
 
-struct Redis(std::process::Child, u16);
+pub(crate) struct Redis(std::process::Child, pub(crate) u16);
 
 impl Drop for Redis {
     fn drop(&mut self) {
@@ -22,7 +22,7 @@ impl Drop for Redis {
     }
 }
 
-fn redis() -> Option<Redis> {
+pub(crate) fn redis() -> Option<Redis> {
     if !Command::new("redis-server").arg("--version").output().is_ok_and(|o| o.status.success()) {
         assert!(std::env::var_os("GUARDHOST_REQUIRE_REDIS").is_none(), "redis-server is not on PATH");
         eprintln!("skipped: redis-server is not on PATH (install it, e.g. apt-get install redis-server)");

@@ -136,8 +136,17 @@ fn connections_without_the_token_cannot_take_the_last_places() {
     let dir = tempfile::tempdir().unwrap();
     let path = config(dir.path(), &support::allowlist());
     let server = Server::start_with_env(
-        &["--config", path.to_str().unwrap(), "--token-env", "GH_TOKEN", "--max-connections", "16"],
-        &[("GH_TOKEN", "t0ken")],
+        &[
+            "--config",
+            path.to_str().unwrap(),
+            "--token-env",
+            "GH_TOKEN",
+            "--max-connections",
+            "16",
+            "--approver",
+            "ada=ADA_TOKEN",
+        ],
+        &[("GH_TOKEN", "t0ken"), ("ADA_TOKEN", "ada-t0ken")],
     );
     let bearer = [("authorization", "Bearer t0ken")];
     // 80 connections that send nothing (more than the 64 that may wait for
@@ -168,6 +177,9 @@ fn connections_without_the_token_cannot_take_the_last_places() {
         assert_eq!(response.status, 200, "{}", response.text());
         assert_eq!(server.call("GET", "/healthz", &[], b"").status, 200);
         assert_eq!(server.call("GET", "/readyz", &[], b"").status, 200);
+        // An approver's token, on the held calls' routes, is one too.
+        let ada = [("authorization", "Bearer ada-t0ken")];
+        assert_eq!(server.call("GET", "/v1/pending", &ada, b"").status, 200);
     }
     // The oldest silent ones were closed to make room for newer
     // connections; the others wait, holding no place.

@@ -74,7 +74,10 @@ mod eval;
 mod lexer;
 pub mod pack;
 mod parser;
-pub mod redis;
+/// The Redis client keeping shared state (`guardhost-resp`).
+pub mod redis {
+    pub use guardhost_resp::*;
+}
 pub mod schema;
 mod shared;
 mod state;

@@ -18,6 +18,7 @@ fn document() -> Value {
 /// Checks `response` to `method path` against the document.
 pub fn check(method: &str, path: &str, response: &Response) {
     let doc = document();
+    let path = path.split('?').next().unwrap_or(path);
     let path = template_of(&doc, path);
     let path = path.as_str();
     let operation = doc["paths"][path][method.to_lowercase()].clone();

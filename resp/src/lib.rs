@@ -1,14 +1,15 @@
-//! The Redis server keeping state (`state: redis://...`), so that several
-//! processes (replicas of `guardhost serve`, agents on several machines)
-//! enforce one passport's limits together: the running totals, counters
-//! and key sets of policy packs (`daily_total`, `recent_keys` ...; see
-//! `shared` for how), and the OAP provider's per-minute rate windows.
+//! **guardhost-resp**: a small Redis client (RESP2 over plain TCP), for
+//! what several processes share through one Redis server: the OAP
+//! provider's state (`state: redis://...`: policy packs' running totals,
+//! counters and key sets, per-minute rate windows) and the decision
+//! service's calls held for approval (`guardhost serve --pending-store
+//! redis://...`).
 //!
-//! The client is a small RESP2 one over plain TCP (a connection per
-//! concurrent caller, kept and reused), with a timeout on connecting and on
-//! every reply. An unreachable or failing server is an error, never a
-//! decision: the host's `fail_closed` decides the call, and the message
-//! says which server and why.
+//! A connection per concurrent caller, kept and reused, with a timeout on
+//! connecting and on every reply. An unreachable or failing server is an
+//! error, never a decision: its user decides what that means (the host's
+//! `fail_closed`, a refused request), and the message says which server
+//! and why, never its password.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -22,6 +23,8 @@ pub const TIMEOUT: Duration = Duration::from_millis(500);
 pub struct RedisState {
     /// `redis://host:port/db`, as configured (without a password).
     shown: String,
+    /// What messages call the server (`shared state`, `pending store`).
+    noun: &'static str,
     host: String,
     port: u16,
     db: u32,
@@ -57,8 +60,14 @@ impl RedisState {
     /// Parses `redis://[:password@]host[:port][/db]`. The password, if
     /// any, is never shown in a message.
     pub fn new(url: &str) -> Result<RedisState, String> {
+        RedisState::named(url, "`state`", "shared state")
+    }
+
+    /// [`Self::new`] for a server configured by `option` (which parse
+    /// errors name), called `noun` in messages.
+    pub fn named(url: &str, option: &str, noun: &'static str) -> Result<RedisState, String> {
         let expected = "expected redis://[:password@]host[:port][/db]";
-        let rest = url.strip_prefix("redis://").ok_or_else(|| format!("`state`: {expected}"))?;
+        let rest = url.strip_prefix("redis://").ok_or_else(|| format!("{option}: {expected}"))?;
         // The password (which may hold `/` or `@`) ends at the last `@`.
         let (password, rest) = match rest.rsplit_once('@') {
             Some((user_info, rest)) => {
@@ -71,21 +80,29 @@ impl RedisState {
             Some((address, "")) => (address, 0),
             Some((address, db)) => (
                 address,
-                db.parse().map_err(|_| format!("`state`: the database is not a number; {expected}"))?,
+                db.parse().map_err(|_| format!("{option}: the database is not a number; {expected}"))?,
             ),
             None => (rest, 0),
         };
         let (host, port) = match address.rsplit_once(':') {
             Some((host, port)) => {
-                (host, port.parse().map_err(|_| format!("`state`: the port is not a number; {expected}"))?)
+                (host, port.parse().map_err(|_| format!("{option}: the port is not a number; {expected}"))?)
             }
             None => (address, 6379),
         };
         if host.is_empty() {
-            return Err(format!("`state`: no host; {expected}"));
+            return Err(format!("{option}: no host; {expected}"));
         }
         let shown = format!("redis://{host}:{port}/{db}");
-        Ok(RedisState { shown, host: host.to_owned(), port, db, password, idle: Mutex::new(Vec::new()) })
+        Ok(RedisState {
+            shown,
+            noun,
+            host: host.to_owned(),
+            port,
+            db,
+            password,
+            idle: Mutex::new(Vec::new()),
+        })
     }
 
     /// The server, as messages name it.
@@ -105,7 +122,7 @@ impl RedisState {
         if result.is_ok() {
             self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(connection);
         }
-        result.map_err(|e| format!("the shared state at {} failed: {e}", self.shown))
+        result.map_err(|e| format!("the {} at {} failed: {e}", self.noun, self.shown))
     }
 
     /// A kept connection, or a new one (authenticated, on the database).
@@ -113,17 +130,18 @@ impl RedisState {
         if let Some(connection) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Ok(connection);
         }
-        let unreachable = |e: std::io::Error| format!("cannot reach the shared state at {}: {e}", self.shown);
+        let unreachable =
+            |e: std::io::Error| format!("cannot reach the {} at {}: {e}", self.noun, self.shown);
         let address =
             (self.host.as_str(), self.port).to_socket_addrs().map_err(unreachable)?.next().ok_or_else(
-                || format!("cannot reach the shared state at {}: the host has no address", self.shown),
+                || format!("cannot reach the {} at {}: the host has no address", self.noun, self.shown),
             )?;
         let stream = TcpStream::connect_timeout(&address, TIMEOUT).map_err(unreachable)?;
         stream.set_read_timeout(Some(TIMEOUT)).map_err(unreachable)?;
         stream.set_write_timeout(Some(TIMEOUT)).map_err(unreachable)?;
         let _ = stream.set_nodelay(true);
         let mut connection = BufReader::new(stream);
-        let failed = |e: String| format!("the shared state at {} refused the connection: {e}", self.shown);
+        let failed = |e: String| format!("the {} at {} refused the connection: {e}", self.noun, self.shown);
         if let Some(password) = &self.password {
             expect_ok(command(&mut connection, &[b"AUTH", password.as_bytes()]).map_err(failed)?)
                 .map_err(failed)?;
