@@ -9,22 +9,35 @@ use std::str::FromStr;
 use cedar_policy::{Entities, PolicyId, PolicySet, ResourceConstraint, Schema, ValidationMode, Validator};
 use miette::Diagnostic;
 
+use crate::guard::Guarded;
 use crate::need::Need;
 
-/// The policies a call of one tool can match, with what they read of the
-/// context.
+/// The policies a call of one tool can match, with what the call needs
+/// of them: what they read of the context, and which of them its context
+/// can satisfy (`crate::guard`).
 #[derive(Debug)]
 pub(crate) struct Slice {
-    /// The policies.
-    pub policies: PolicySet,
+    /// The policies, with their guards.
+    pub guarded: Guarded,
     /// What they read of the context.
     pub need: Need,
+    /// The arguments their guards test (`context.args has x`).
+    pub args_tested: Vec<String>,
 }
 
 impl Slice {
     fn new(policies: PolicySet) -> Slice {
         let need = Need::of(&policies);
-        Slice { policies, need }
+        let guarded = Guarded::new(policies);
+        let args_tested = guarded
+            .tests()
+            .into_iter()
+            .filter_map(|path| match <[String; 2]>::try_from(path) {
+                Ok([first, key]) if first == "args" => Some(key),
+                _ => None,
+            })
+            .collect();
+        Slice { guarded, need, args_tested }
     }
 }
 

@@ -1,8 +1,11 @@
 //! A tool call as a Cedar request: who (principal), `Action::"call"`, the
 //! tool (resource), and a context with the arguments and the attribution.
 
+use std::sync::Arc;
+
 use cedar_policy::{
-    Context, EntityId, EntityTypeName, EntityUid, Request as CedarRequest, RestrictedExpression, Schema,
+    Context, EntityId, EntityTypeName, EntityUid, PolicySet, Request as CedarRequest, RestrictedExpression,
+    Schema,
 };
 use guardhost_abi::Request;
 use guardhost_command::model::Summary;
@@ -82,13 +85,15 @@ impl Names {
     /// comes (`crate::shape`), by looking the shape up after that (a shape
     /// the schema refused is refused again without building more). With a
     /// `slice`, the context holds what its policies read of it (all of it
-    /// when Cedar checks it against the schema); without, all of it.
+    /// when Cedar checks it against the schema), and the policies of the
+    /// slice the call can satisfy come with it (`crate::guard`); without,
+    /// the context is whole.
     pub fn request(
         &self,
         request: &Request<'_>,
         schema: Option<&Schema>,
         slice: Option<&Slice>,
-    ) -> Result<CedarRequest, String> {
+    ) -> Result<(CedarRequest, Option<Arc<PolicySet>>), String> {
         let (kind, id) = self.principal_of(request);
         let args: Map<String, Value> =
             request.tool_input().map_err(|e| format!("the arguments are not a JSON object: {e}"))?;
@@ -111,7 +116,25 @@ impl Names {
         }
         let check = if verdict.is_some() { None } else { schema };
         let need = if check.is_some() { &Need::All } else { need };
+        // Which of the arguments the guards test the call has (`null` is
+        // left out of the context).
+        let args_held: Vec<bool> = slice.map_or_else(Vec::new, |slice| {
+            slice.args_tested.iter().map(|key| args.get(key).is_some_and(|v| !v.is_null())).collect()
+        });
         let pairs = context_of(request, self, args, authz, command, need)?;
+        // The guards test attributes the policies read, so `need` keeps
+        // them: the context built holds one when the call has it.
+        let policies = slice.map(|slice| {
+            let held = |key: &str| pairs.iter().any(|(name, _)| name == key);
+            let present = |path: &[String]| match path {
+                [key] => Some(held(key)),
+                [first, key] if first == "args" && held("args") => {
+                    slice.args_tested.iter().position(|k| k == key).map(|at| args_held[at])
+                }
+                _ => None,
+            };
+            slice.guarded.for_call(&present)
+        });
         let context = Context::from_pairs(pairs).map_err(|e| e.to_string())?;
         let cedar = CedarRequest::new(
             EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id)),
@@ -123,7 +146,7 @@ impl Names {
         if let (Some(shape), None) = (shape, verdict) {
             self.known.insert(shape, cedar.is_ok());
         }
-        cedar.map_err(|_| not_in_schema(request))
+        Ok((cedar.map_err(|_| not_in_schema(request))?, policies))
     }
 
     /// The request's shape (`crate::shape`): the principal, the tool and

@@ -372,9 +372,9 @@ fn derive_reads_commands_as_the_shell_does_and_urls_as_a_fetch_does() {
 }
 
 /// `evaluate` gives Cedar only what the policies that can match read of
-/// the context; `explain` gives it the whole context and every policy.
-/// Both must agree on every call: the decision, the determining policies,
-/// errors.
+/// the context, and leaves out the policies the context's `has` tests rule
+/// out; `explain` gives it the whole context and every policy. Both must
+/// agree on every call: the decision, the determining policies, errors.
 fn agrees_with_the_whole_context(cedar: &Cedar, request: &Request<'_>) {
     let what = format!("{} {}", request.tool_name, request.tool_input_json);
     let explained = match cedar.explain(request) {
@@ -404,7 +404,7 @@ fn agrees_with_the_whole_context(cedar: &Cedar, request: &Request<'_>) {
 }
 
 #[test]
-fn evaluate_decides_as_explain_does_with_the_whole_context() {
+fn evaluate_decides_as_explain_does_with_the_whole_context_and_set() {
     let calls: &[(&str, &str)] = &[
         ("bash", r#"{"command": "ls -la /mnt/user-data/workspace", "description": "list"}"#),
         ("bash", r#"{"command": "sudo reboot"}"#),
