@@ -64,7 +64,7 @@ def test_the_service_decides_as_the_package_does(server, allowlist_so):
         assert [d["line"] for d in decisions] == [1, 2]
         bad = client.decide(None, {"x": 1}, context={"authz_attributes": 5})
         assert bad["outcome"] == "error" and "authz_attributes" in bad["error"]["message"]
-        assert 'guardhost_decisions_total{provider="allowlist",outcome="deny"' in client.metrics()
+        assert 'guardhost_decisions_total{entry="allowlist",provider="allowlist",outcome="deny"' in client.metrics()
 
 
 def test_a_token_is_needed_when_set_and_a_refusal_raises(tmp_path, allowlist_so):

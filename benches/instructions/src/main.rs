@@ -7,11 +7,15 @@
 //! one call costs, with start-up, `dlopen` and warm-up cancelled out.
 //! `guardhost-instructions --list` prints the paths.
 //!
-//! Only the host's public API is used. The provider libraries are loaded
+//! Only the host's public API is used (and the Cedar provider's
+//! descriptor, to register it). The provider libraries are loaded
 //! from beside this executable (`target/release/`), where
 //! `cargo build --release -p guardhost-allowlist -p guardhost-oap` puts
-//! them. Every result is checked (allowed or denied as expected), so a path
-//! that starts deciding differently fails rather than getting cheaper.
+//! them; the Cedar provider is built in, as the `guardhost` command links
+//! it (`builtin:CedarGuardrailProvider`), with the example set
+//! (`examples/cedar`). Every result is checked (allowed or denied as
+//! expected), so a path that starts deciding differently fails rather than
+//! getting cheaper.
 //!
 //! The `wrap-*` and `awrap-*` paths clone the prepared call each time (the
 //! middleware takes the call by value), so their counts include that clone.
@@ -39,6 +43,15 @@ const PATHS: &[(&str, &str)] = &[
     ("oap-so", "libguardhost_oap.so's decision for bash {\"command\": \"ls\"}, the example passport (allow)"),
     ("oap-so-text", "the same decision, the provider handed the arguments' JSON text the call arrived in"),
     ("request-attribution", "GuardrailRequest::from_tool_call with every attribution field"),
+    (
+        "cedar-mix",
+        "wrap_tool_call of guardhost bench's 13 calls in turn, the built-in Cedar provider, examples/cedar",
+    ),
+    ("cedar-bash", "the built-in Cedar provider's decision of bench's bash call, examples/cedar (deny)"),
+    (
+        "cedar-file",
+        "the built-in Cedar provider's decision of bench's read_file call, examples/cedar (allow)",
+    ),
 ];
 
 const DENIED_TOOLS: [&str; 3] = ["bash", "write_file", "str_replace"];
@@ -66,6 +79,9 @@ fn main() -> ExitCode {
         "oap-so" => oap_so(n, false),
         "oap-so-text" => oap_so(n, true),
         "request-attribution" => request_attribution(n),
+        "cedar-mix" => cedar_mix(n),
+        "cedar-bash" => cedar_one(n, "bash", false),
+        "cedar-file" => cedar_one(n, "read_file", true),
         other => {
             eprintln!("unknown path {other:?}; --list prints the paths");
             return ExitCode::from(2);
@@ -147,6 +163,68 @@ fn request_attribution(n: u64) {
     for _ in 0..n {
         let request = GuardrailRequest::from_tool_call(black_box(&call), Some("agent")).unwrap();
         assert!(black_box(request).is_internal);
+    }
+}
+
+/// The Cedar provider built into the host (as the `guardhost` command
+/// links it) with the example set: `examples/cedar/config.yaml`'s config.
+fn cedar() -> Arc<dyn GuardrailProvider> {
+    guardhost::register_builtin("CedarGuardrailProvider", &guardhost_cedar::CedarGuardrailProvider);
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/cedar"));
+    let config = object(json!({
+        "policies": "policies/",
+        "schema": "deerflow.cedarschema",
+        "entities": "entities.json",
+        "derive": ["command", "url", "path"],
+    }));
+    let spec = ProviderSpec::new("builtin:CedarGuardrailProvider", config);
+    instantiate(&spec, dir).unwrap_or_else(|e| panic!("cannot build the Cedar provider: {e}")).provider
+}
+
+/// Which of `guardhost bench`'s mix (`guardhost_kit::corpus::
+/// everyday_tool_calls`) the example Cedar set allows: the reads and
+/// writes and the image inside the user's data, the web, the agent's
+/// tools; not `bash` (the bench's caller is a `member`), nor the tools no
+/// policy permits.
+const CEDAR_ALLOWED: [(&str, bool); 13] = [
+    ("bash", false),
+    ("write_file", true),
+    ("str_replace", true),
+    ("read_file", true),
+    ("ls", true),
+    ("web_search", true),
+    ("web_fetch", true),
+    ("image_search", false),
+    ("present_files", true),
+    ("view_image", true),
+    ("ask_clarification", true),
+    ("task", true),
+    ("mcp__x__y", false),
+];
+
+/// One call of the mix per iteration, in turn: N1 and N2 need not be
+/// multiples of 13, the counts are an average over the mix all the same
+/// (300 and 1,800 leave 5 calls of the mix over 115 whole turns).
+fn cedar_mix(n: u64) {
+    let middleware = GuardrailMiddleware::new(cedar());
+    let calls = guardhost_kit::corpus::everyday_tool_calls();
+    assert_eq!(calls.len(), CEDAR_ALLOWED.len());
+    for (call, (tool, allowed)) in calls.iter().zip(CEDAR_ALLOWED).cycle().take(n as usize) {
+        assert_eq!(call.tool_call.name.as_deref(), Some(tool));
+        let message = middleware.wrap_tool_call(black_box(call).clone(), &passthrough).unwrap();
+        let expected = if allowed { ToolStatus::Success } else { ToolStatus::Error };
+        assert_eq!(black_box(message).status, expected, "{tool}");
+    }
+}
+
+fn cedar_one(n: u64, tool: &str, allowed: bool) {
+    let provider = cedar();
+    let calls = guardhost_kit::corpus::everyday_tool_calls();
+    let call = calls.iter().find(|c| c.tool_call.name.as_deref() == Some(tool)).unwrap();
+    let request = GuardrailRequest::from_tool_call(call, None).unwrap();
+    for _ in 0..n {
+        let decision = provider.evaluate(black_box(&request)).unwrap();
+        assert_eq!(black_box(decision).allow, allowed);
     }
 }
 

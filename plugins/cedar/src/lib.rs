@@ -54,6 +54,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod guard;
+mod need;
 mod policies;
 mod request;
 mod shape;
@@ -156,7 +158,7 @@ impl Cedar {
 
     /// What Cedar says of `request`, policy by policy.
     pub fn explain(&self, request: &Request<'_>) -> Result<Explanation, String> {
-        let cedar = self.names.request(request, self.compiled.schema.as_ref())?;
+        let (cedar, _) = self.names.request(request, self.compiled.schema.as_ref(), None)?;
         let response =
             self.authorizer.is_authorized(&cedar, &self.compiled.policies, &self.compiled.entities);
         let mut determining: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
@@ -203,13 +205,15 @@ impl Provider for Cedar {
     }
 
     fn evaluate(&self, request: &Request<'_>) -> Result<Decision, ProviderError> {
-        let cedar =
-            self.names.request(request, self.compiled.schema.as_ref()).map_err(ProviderError::error)?;
-        let response = self.authorizer.is_authorized(
-            &cedar,
-            self.compiled.for_tool(request.tool_name()),
-            &self.compiled.entities,
-        );
+        // The policies that can match a call of the tool; of them, those
+        // the call's context can satisfy; of the context, what they read.
+        let slice = self.compiled.for_tool(request.tool_name());
+        let (cedar, policies) = self
+            .names
+            .request(request, self.compiled.schema.as_ref(), Some(slice))
+            .map_err(ProviderError::error)?;
+        let policies = policies.unwrap_or_else(|| slice.guarded.policies.clone());
+        let response = self.authorizer.is_authorized(&cedar, &policies, &self.compiled.entities);
         let diagnostics = response.diagnostics();
         let failed: Vec<String> = diagnostics.errors().map(ToString::to_string).collect();
         if !failed.is_empty() {

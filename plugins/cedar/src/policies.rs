@@ -9,6 +9,38 @@ use std::str::FromStr;
 use cedar_policy::{Entities, PolicyId, PolicySet, ResourceConstraint, Schema, ValidationMode, Validator};
 use miette::Diagnostic;
 
+use crate::guard::Guarded;
+use crate::need::Need;
+
+/// The policies a call of one tool can match, with what the call needs
+/// of them: what they read of the context, and which of them its context
+/// can satisfy (`crate::guard`).
+#[derive(Debug)]
+pub(crate) struct Slice {
+    /// The policies, with their guards.
+    pub guarded: Guarded,
+    /// What they read of the context.
+    pub need: Need,
+    /// The arguments their guards test (`context.args has x`).
+    pub args_tested: Vec<String>,
+}
+
+impl Slice {
+    fn new(policies: PolicySet) -> Slice {
+        let need = Need::of(&policies);
+        let guarded = Guarded::new(policies);
+        let args_tested = guarded
+            .tests()
+            .into_iter()
+            .filter_map(|path| match <[String; 2]>::try_from(path) {
+                Ok([first, key]) if first == "args" => Some(key),
+                _ => None,
+            })
+            .collect();
+        Slice { guarded, need, args_tested }
+    }
+}
+
 /// Everything a decision needs, checked.
 #[derive(Debug)]
 pub struct Compiled {
@@ -24,9 +56,9 @@ pub struct Compiled {
     /// names the tool (`resource == Tool::"bash"`) and every policy whose
     /// scope names none. A call of a tool no scope names is decided by
     /// `unscoped` alone.
-    pub by_tool: HashMap<String, PolicySet>,
+    pub(crate) by_tool: HashMap<String, Slice>,
     /// The policies whose scope names no single tool.
-    pub unscoped: PolicySet,
+    pub(crate) unscoped: Slice,
     /// Each policy's id as text and its `@reason("...")`, if any, read
     /// once (Cedar parses an annotation's name on every lookup).
     pub named: HashMap<PolicyId, (String, Option<String>)>,
@@ -35,7 +67,7 @@ pub struct Compiled {
 impl Compiled {
     /// The policies a call of `tool` can match (Cedar evaluates each policy
     /// of the set it is given: a policy for another tool never matches).
-    pub fn for_tool(&self, tool: &str) -> &PolicySet {
+    pub(crate) fn for_tool(&self, tool: &str) -> &Slice {
         self.by_tool.get(tool).unwrap_or(&self.unscoped)
     }
 }
@@ -45,10 +77,9 @@ impl Compiled {
 /// `resource in G` (with or without `is Tool`) matches the tools the
 /// entities put in `G` (and `G` itself, when it is a tool); any other scope
 /// matches every tool.
-fn slice(
-    policies: &PolicySet,
-    entities: &Entities,
-) -> Result<(HashMap<String, PolicySet>, PolicySet), String> {
+type Sliced = (HashMap<String, Slice>, Slice);
+
+fn slice(policies: &PolicySet, entities: &Entities) -> Result<Sliced, String> {
     let is_tool = |uid: &cedar_policy::EntityUid| uid.type_name().to_string() == "Tool";
     let tool_name = |uid: &cedar_policy::EntityUid| uid.id().unescaped().to_owned();
     let members = |group: &cedar_policy::EntityUid| -> Vec<String> {
@@ -89,9 +120,9 @@ fn slice(
                 set.add(policy).map_err(|e| e.to_string())?;
             }
         }
-        by_tool.insert(tool, set);
+        by_tool.insert(tool, Slice::new(set));
     }
-    Ok((by_tool, unscoped))
+    Ok((by_tool, Slice::new(unscoped)))
 }
 
 /// The `.cedar` files `paths` name: files as given, folders' `.cedar`

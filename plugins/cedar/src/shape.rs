@@ -1,6 +1,6 @@
 //! A call's shape: all that Cedar's check of a request against the schema
-//! depends on, so that a shape the schema accepted once is not checked
-//! again.
+//! depends on, so that a shape the schema accepted (or refused) once is
+//! not checked again.
 //!
 //! Cedar types a request by its principal, action and resource (their
 //! types, and their ids where a schema enumerates them) and by the type of
@@ -14,28 +14,40 @@
 //! string.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fmt::Write as _;
 use std::sync::RwLock;
 
 use serde_json::Value;
 
-/// The most shapes remembered (each a short string): past it, a new shape
-/// is checked by Cedar on every call, which is correct, only slower.
+/// The most shapes remembered of each verdict (each a short string): past
+/// it, a new shape is checked by Cedar on every call, which is correct,
+/// only slower.
 pub const MAX_KNOWN: usize = 16_384;
 
-/// The shapes the schema accepted.
+/// The shapes the schema accepted, and those it refused.
 #[derive(Debug, Default)]
-pub struct Known(RwLock<HashSet<String>>);
+pub struct Known {
+    accepted: RwLock<HashSet<String>>,
+    refused: RwLock<HashSet<String>>,
+}
 
 impl Known {
-    /// Whether the schema accepted `shape` before.
-    pub fn contains(&self, shape: &str) -> bool {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).contains(shape)
+    /// What the schema said of `shape` before: `Some(true)` it accepted
+    /// it, `Some(false)` it refused it, `None` it was not asked (or the
+    /// answer was not kept).
+    pub fn verdict(&self, shape: &str) -> Option<bool> {
+        if self.accepted.read().unwrap_or_else(|e| e.into_inner()).contains(shape) {
+            return Some(true);
+        }
+        if self.refused.read().unwrap_or_else(|e| e.into_inner()).contains(shape) {
+            return Some(false);
+        }
+        None
     }
 
-    /// Remembers that the schema accepted `shape`.
-    pub fn insert(&self, shape: String) {
-        let mut known = self.0.write().unwrap_or_else(|e| e.into_inner());
+    /// Remembers what the schema said of `shape`.
+    pub fn insert(&self, shape: String, accepted: bool) {
+        let set = if accepted { &self.accepted } else { &self.refused };
+        let mut known = set.write().unwrap_or_else(|e| e.into_inner());
         if known.len() < MAX_KNOWN {
             known.insert(shape);
         }
@@ -44,7 +56,24 @@ impl Known {
 
 /// Writes a name: its length, then itself.
 pub fn name(out: &mut String, name: &str) {
-    let _ = write!(out, "{}:{name}", name.len());
+    // The length's digits by hand: `write!` costs more than the rest of
+    // a short shape.
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut len = name.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (len % 10) as u8;
+        len /= 10;
+        if len == 0 {
+            break;
+        }
+    }
+    for digit in &digits[at..] {
+        out.push(char::from(*digit));
+    }
+    out.push(':');
+    out.push_str(name);
 }
 
 /// A string.
@@ -133,5 +162,14 @@ mod tests {
         // A name is written with its length: no two sets of names collide.
         assert_ne!(shape(json!({"ab": "x"})), shape(json!({"a": "x", "b": "x"})));
         assert_ne!(shape(json!({"a:s": "x"})), shape(json!({"a": "x", "s": "x"})));
+    }
+
+    #[test]
+    fn a_name_is_written_after_its_length() {
+        for name in ["", "a", "123456789", "0123456789", &"x".repeat(100), &"y".repeat(12_345)] {
+            let mut out = String::from(">");
+            super::name(&mut out, name);
+            assert_eq!(out, format!(">{}:{name}", name.len()));
+        }
     }
 }

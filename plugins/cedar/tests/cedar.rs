@@ -409,3 +409,95 @@ fn a_broken_entities_file_says_where_and_why() {
         assert!(error.contains(cause), "{cause} in {error}");
     }
 }
+
+/// `evaluate` gives Cedar only what the policies that can match read of
+/// the context, and leaves out the policies the context's `has` tests rule
+/// out; `explain` gives it the whole context and every policy. Both must
+/// agree on every call: the decision, the determining policies, errors.
+fn agrees_with_the_whole_context(cedar: &Cedar, request: &Request<'_>) {
+    let what = format!("{} {}", request.tool_name, request.tool_input_json);
+    let explained = match cedar.explain(request) {
+        Ok(explained) => explained,
+        // Not a Cedar request at all (the schema refuses it).
+        Err(error) => {
+            assert_eq!(cedar.evaluate(request).unwrap_err().to_string(), error, "{what}");
+            return;
+        }
+    };
+    match cedar.evaluate(request) {
+        Err(error) => assert!(!explained.errors.is_empty(), "{what}: {error:?}, but explain: {explained:?}"),
+        Ok(decision) => {
+            assert!(explained.errors.is_empty(), "{what}: {explained:?}");
+            assert_eq!(decision.allow, explained.allow, "{what}");
+            let first = decision.policy_id.as_ref().map(|p| p.to_string()).into_option();
+            assert_eq!(first.as_ref(), explained.determining.first(), "{what}");
+            let reasons = reasons(&decision);
+            if explained.determining.is_empty() {
+                assert_eq!(reasons.len(), 1, "{what}");
+                assert_eq!(reasons[0].0, "cedar.no_permit", "{what}");
+            } else {
+                assert_eq!(reasons.len(), explained.determining.len(), "{what}: {reasons:?} {explained:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn evaluate_decides_as_explain_does_with_the_whole_context_and_set() {
+    let calls: &[(&str, &str)] = &[
+        ("bash", r#"{"command": "ls -la /mnt/user-data/workspace", "description": "list"}"#),
+        ("bash", r#"{"command": "sudo reboot"}"#),
+        ("bash", r#"{"command": "curl x | sh"}"#),
+        ("bash", r#"{"command": null}"#),
+        ("bash", r#"{}"#),
+        ("write_file", r#"{"path": "/mnt/user-data/outputs/report.md", "content": "x"}"#),
+        ("write_file", r#"{"path": "/mnt/user-data/uploads/../outputs/.ENV", "content": "x"}"#),
+        ("write_file", r#"{"path": null, "content": "x"}"#),
+        ("str_replace", r#"{"path": "/mnt/user-data/workspace/app.py", "old_str": "a", "new_str": "b"}"#),
+        ("read_file", r#"{"path": "/mnt/user-data/workspace/README.md"}"#),
+        ("read_file", r#"{"path": "/dev/stdin"}"#),
+        ("read_file", r#"{"path": "/mnt/skills/x/id_rsa"}"#),
+        ("read_file", r#"{}"#),
+        ("ls", r#"{"path": "/mnt/user-data/workspace"}"#),
+        ("web_search", r#"{"query": "rust"}"#),
+        ("web_search", r#"{"query": ""}"#),
+        ("web_search", r#"{}"#),
+        ("web_fetch", r#"{"url": "https://example.com/docs"}"#),
+        ("web_fetch", r#"{"url": "https://example.com/docs", "method": "POST"}"#),
+        ("web_fetch", r#"{"url": "https://example.com/docs", "method": "GET"}"#),
+        ("web_fetch", r#"{"url": "http://127.0.0.1/"}"#),
+        ("web_fetch", r#"{"url": "https://x.pastebin.com/a"}"#),
+        ("web_fetch", r#"{"url": null, "method": null}"#),
+        ("web_fetch", r#"{}"#),
+        ("image_search", r#"{"query": "lighthouse", "max_results": 5}"#),
+        ("present_files", r#"{"filepaths": ["/mnt/user-data/outputs/report.md"]}"#),
+        ("view_image", r#"{"image_path": "/mnt/user-data/uploads/chart.png"}"#),
+        ("view_image", r#"{"image_path": "/mnt/user-data/../etc/passwd"}"#),
+        ("view_image", r#"{"image_path": "/etc/x.png"}"#),
+        ("ask_clarification", r#"{"question": "Which?", "options": ["a", "b"]}"#),
+        ("task", r#"{"description": "d", "prompt": "p", "subagent_type": "general-purpose"}"#),
+        ("mcp__x__y", r#"{"arg": "value"}"#),
+        ("update_agent", r#"{}"#),
+    ];
+    let roles = [None, Some("developer"), Some("guest")];
+    for cedar in [Cedar::new(example_config()).unwrap(), {
+        // The same set without a schema: the context is never checked whole.
+        let mut config = example_config();
+        config.schema = None;
+        Cedar::new(config).unwrap()
+    }] {
+        for (tool, args) in calls {
+            for role in roles {
+                for subagent in [false, true] {
+                    let mut request = Request::for_tool(tool).with_tool_input_json(args);
+                    request.user_role = role.map(Into::into).into();
+                    request.is_subagent = subagent;
+                    // Twice: the second time the shape is known and the
+                    // context is pruned.
+                    agrees_with_the_whole_context(&cedar, &request);
+                    agrees_with_the_whole_context(&cedar, &request);
+                }
+            }
+        }
+    }
+}
