@@ -65,7 +65,7 @@ impl Described<'_> {
     pub fn label(&self) -> String {
         match self.written.place.is_empty() {
             true => format!("'{}'", self.name),
-            false => format!("'{}' ({})", self.name, self.written.place.trim_matches('`')),
+            false => format!("'{}' ({})", self.name, self.written.place),
         }
     }
 }

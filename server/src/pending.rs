@@ -168,11 +168,7 @@ impl Pending {
                 let deadline = held.ask.deadline.to_string();
                 self.blocking(move |redis| {
                     redis.with_connection(|c| {
-                        let expired = format!("({now}");
-                        command(
-                            c,
-                            &[b"ZREMRANGEBYSCORE", INDEX_KEY.as_bytes(), b"-inf", expired.as_bytes()],
-                        )?;
+                        forget_expired(c, now)?;
                         if integer(command(c, &[b"ZCARD", INDEX_KEY.as_bytes()])?)? >= MAX_PENDING as i64 {
                             return Ok(None);
                         }
@@ -223,11 +219,7 @@ impl Pending {
                 let records = self
                     .blocking(move |redis| {
                         redis.with_connection(|c| {
-                            let expired = format!("({now}");
-                            command(
-                                c,
-                                &[b"ZREMRANGEBYSCORE", INDEX_KEY.as_bytes(), b"-inf", expired.as_bytes()],
-                            )?;
+                            forget_expired(c, now)?;
                             let ids = match command(c, &[b"ZRANGE", INDEX_KEY.as_bytes(), b"0", b"-1"])? {
                                 Reply::Array(ids) => {
                                     ids.into_iter().filter_map(|id| bulk(id).ok().flatten()).collect()
@@ -347,11 +339,7 @@ impl Pending {
             Store::Redis(_) => {
                 self.blocking(move |redis| {
                     redis.with_connection(|c| {
-                        let expired = format!("({now}");
-                        command(
-                            c,
-                            &[b"ZREMRANGEBYSCORE", INDEX_KEY.as_bytes(), b"-inf", expired.as_bytes()],
-                        )?;
+                        forget_expired(c, now)?;
                         Ok(integer(command(c, &[b"ZCARD", INDEX_KEY.as_bytes()])?)?.max(0) as usize)
                     })
                 })
@@ -399,6 +387,14 @@ fn kept(held: &Held, now: u64) -> bool {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Drops from the index the ids whose deadline is before `now` (their
+/// records expire by themselves).
+fn forget_expired(c: &mut guardhost_resp::Connection, now: u64) -> Result<(), String> {
+    let expired = format!("({now}");
+    command(c, &[b"ZREMRANGEBYSCORE", INDEX_KEY.as_bytes(), b"-inf", expired.as_bytes()])?;
+    Ok(())
 }
 
 fn integer(reply: Reply) -> Result<i64, String> {
