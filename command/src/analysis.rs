@@ -129,6 +129,12 @@ pub(crate) fn is_shell(name: &str) -> bool {
     SHELLS.contains(&name)
 }
 
+/// Whether `name` is a POSIX `sh` (where `time` is no reserved word
+/// before an option, or at all).
+fn is_posix_sh(name: &str) -> bool {
+    matches!(name, "sh" | "dash" | "ash" | "posh")
+}
+
 pub(crate) fn is_interpreter(name: &str) -> bool {
     is_shell(name)
         || INTERPRETERS.iter().any(|i| i.eq_ignore_ascii_case(name))
@@ -440,12 +446,17 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
             pipes.note(&command.stages, given, printed.as_deref(), &roots);
         }
         let e = effective(&command.words);
-        let mut code: Vec<String> = Vec::new();
+        // Code run by a shell, and whether that shell is a POSIX `sh`
+        // (`/bin/sh` for `watch`, `su -c`, `tar --to-command`; `time` is
+        // a program there), or `bash` (and `eval`, read as the script).
+        let mut code: Vec<(String, bool)> = Vec::new();
         let mut synthetic: Vec<Vec<Word>> = Vec::new();
         let mut doubts: Vec<Finding> = Vec::new();
         if let Some(word) = &e.code {
             match word {
-                Word::Lit(text) => code.push(text.strip_prefix("--split-string=").unwrap_or(text).to_owned()),
+                Word::Lit(text) => {
+                    code.push((text.strip_prefix("--split-string=").unwrap_or(text).to_owned(), true))
+                }
                 Word::Dyn(_) => {
                     return Err(Finding::new(
                         UNRESOLVED,
@@ -480,7 +491,7 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
                 .chain(reading.operands.iter().map(|(w, r)| (*w, *r)));
             for (value, role) in values {
                 match (role, value) {
-                    (Role::Shell, Word::Lit(text)) => code.push(text.clone()),
+                    (Role::Shell, Word::Lit(text)) => code.push((text.clone(), true)),
                     (Role::Program, Word::Lit(text)) => {
                         synthetic.push(text.split_whitespace().map(|w| Word::Lit(w.to_owned())).collect())
                     }
@@ -498,7 +509,7 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
                         | Role::TarAction,
                         Word::Lit(text),
                     ) => match crate::languages::commands(role, text) {
-                        Ok(found) => code.extend(found),
+                        Ok(found) => code.extend(found.into_iter().map(|c| (c, true))),
                         Err(doubt) => doubts.push(doubt.within(reading.name)),
                     },
                     (
@@ -542,10 +553,10 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
                         }
                     }
                 }
-                code.push(joined.join(" "));
+                code.push((joined.join(" "), false));
             }
             Some(name) if is_shell(name) => match program(name, &e.inner()[1..]) {
-                Program::Code(Word::Lit(text)) => code.push(text.clone()),
+                Program::Code(Word::Lit(text)) => code.push((text.clone(), is_posix_sh(name))),
                 Program::Code(Word::Dyn(_)) => {
                     return Err(Finding::new(
                         UNRESOLVED,
@@ -555,7 +566,7 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
                 Program::Stdin => {
                     if let Some(text) = &command.stdin_text {
                         match text {
-                            Word::Lit(text) => code.push(text.clone()),
+                            Word::Lit(text) => code.push((text.clone(), is_posix_sh(name))),
                             Word::Dyn(_) => {
                                 return Err(Finding::new(
                                     UNRESOLVED,
@@ -564,7 +575,7 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
                             }
                         }
                     } else if let Some(text) = fed_text {
-                        code.push(text);
+                        code.push((text, is_posix_sh(name)));
                     }
                 }
                 Program::File(_) => {}
@@ -573,8 +584,8 @@ pub fn expand(script: &mut Script) -> Result<(), Finding> {
         }
         let (depth, stages) = (command.depth, command.stages.clone());
         script.doubts.extend(doubts);
-        for text in code {
-            script.add(&text, Some(index), Via::Code).map_err(unreadable)?;
+        for (text, posix) in code {
+            script.add_as(&text, Some(index), Via::Code, posix).map_err(unreadable)?;
         }
         for words in synthetic {
             if depth + 1 > shell::MAX_NESTING {
@@ -626,31 +637,45 @@ pub fn unreadable(why: Unreadable) -> Finding {
     }
 }
 
-/// The commands `find -exec ... ;` runs, `{}` standing for each starting
-/// path (read with `find`'s grammar: `find -P / -exec` starts at `/`); a
-/// `{}` in the program's place runs the found files themselves, which
-/// only the run knows.
+/// The commands `find -exec` runs, `{}` standing for each starting path
+/// (read with `find`'s grammar: `find -P / -exec` starts at `/`): once per
+/// path for `... ;`, once with every path for `... {} +`. A `{}` in the
+/// program's place runs the found files themselves, which only the run
+/// knows.
 fn find_exec(words: &[Word]) -> Vec<Vec<Word>> {
     let Some(grammar) = grammar("find") else { return Vec::new() };
     let reading = argv::read(grammar, &words[1..]);
-    let mut starts: Vec<Word> = reading.operands.iter().map(|(w, _)| (*w).clone()).collect();
+    let mut starts: Vec<Word> = reading.operands.iter().take(8).map(|(w, _)| (*w).clone()).collect();
     if starts.is_empty() {
         starts.push(Word::Lit(".".into()));
     }
     let mut out = Vec::new();
-    for template in &reading.until {
-        for start in starts.iter().take(8) {
-            out.push(
-                template
-                    .iter()
-                    .enumerate()
-                    .map(|(i, w)| match w.lit() {
-                        Some(t) if t.contains("{}") && i == 0 => Word::Dyn(Default::default()),
-                        Some("{}") => start.clone(),
-                        _ => w.clone(),
-                    })
-                    .collect(),
-            );
+    for until in &reading.until {
+        let with = |paths: &[Word]| -> Vec<Word> {
+            let mut run = Vec::new();
+            for (i, w) in until.words.iter().enumerate() {
+                match (w.lit(), paths) {
+                    (Some(t), _) if t.contains("{}") && i == 0 => run.push(Word::Dyn(Default::default())),
+                    (Some("{}"), _) => run.extend(paths.iter().cloned()),
+                    // `... ;` puts the path wherever `{}` is in a word
+                    // (`sh -c 'rm {}'`).
+                    (Some(t), [Word::Lit(path)]) if t.contains("{}") => {
+                        run.push(Word::Lit(t.replace("{}", path)))
+                    }
+                    (Some(t), [_]) if t.contains("{}") => run.push(Word::Dyn(shell::Dynamic {
+                        without: t.replace("{}", ""),
+                        split: t.split("{}").filter(|p| !p.is_empty()).map(str::to_owned).collect(),
+                        substitutes: false,
+                    })),
+                    _ => run.push(w.clone()),
+                }
+            }
+            run
+        };
+        if until.batched {
+            out.push(with(&starts));
+        } else {
+            out.extend(starts.iter().map(|start| with(std::slice::from_ref(start))));
         }
     }
     out

@@ -37,8 +37,18 @@ pub struct Reading<'w> {
     /// The command the program runs with the rest of its words
     /// ([`Role::Command`]).
     pub command: Option<&'w [Word]>,
-    /// The commands given up to a `;` or `+` ([`Role::CommandUntilSemicolon`]).
-    pub until: Vec<&'w [Word]>,
+    /// The commands given up to a `;` or `{} +` ([`Role::CommandUntilSemicolon`]).
+    pub until: Vec<Until<'w>>,
+}
+
+/// A command given up to a `;` or `{} +` (`find -exec`).
+#[derive(Debug, Clone, Copy)]
+pub struct Until<'w> {
+    /// Its words, the terminator left out (a `{}` before `+` kept).
+    pub words: &'w [Word],
+    /// Ended by `{} +`: run once with every path in place of that `{}`,
+    /// not once per path.
+    pub batched: bool,
 }
 
 impl Reading<'_> {
@@ -187,15 +197,31 @@ fn long<'w>(
             None
         }
         Takes::Optional => attached.map(|v| Word::Lit(v.to_owned())),
+        Takes::Two => {
+            // The first value has the role; the second is text.
+            if attached.is_some() || args.len() < i + 2 {
+                reading.unknown.push(format!("`{}` not followed by its two values", spelling.text));
+            }
+            let value = args.get(i).cloned();
+            i = (i + 2).min(args.len());
+            value
+        }
         Takes::Value => match attached {
             Some(v) => Some(Word::Lit(v.to_owned())),
             None => {
                 if spelling.role == Role::CommandUntilSemicolon {
-                    let end = args[i..]
-                        .iter()
-                        .position(|w| w.lit().is_some_and(|w| w == ";" || w == "+"))
-                        .map_or(args.len(), |e| i + e);
-                    reading.until.push(&args[i..end]);
+                    // As `find` reads it: `;` ends the command, and so
+                    // does `+` right after a `{}`; any other `+` is one
+                    // of its words.
+                    let ends = |at: usize| match args[at].lit() {
+                        Some(";") => Some(false),
+                        Some("+") if at > i && args[at - 1].lit() == Some("{}") => Some(true),
+                        _ => None,
+                    };
+                    let (end, batched) = (i..args.len())
+                        .find_map(|at| ends(at).map(|b| (at, b)))
+                        .unwrap_or((args.len(), false));
+                    reading.until.push(Until { words: &args[i..end], batched });
                     push(reading, spelling, None);
                     return end + 1;
                 }
@@ -235,6 +261,7 @@ fn short(
         let rest = &body[at + c.len_utf8()..];
         match spelling.takes {
             Takes::Nothing => push(reading, spelling, None),
+            Takes::Two => unreachable!("a two-value spelling is never short (checked by the grammar)"),
             Takes::Optional => {
                 push(reading, spelling, (!rest.is_empty()).then(|| Word::Lit(rest.to_owned())));
                 return i;
@@ -287,6 +314,13 @@ mod tests {
         assert_eq!(options("rm", "/x -r").0, ["recursive"]);
         assert_eq!(options("rm", "-- -r").1, ["-r"]);
         assert_eq!(options("rm", "--frobnicate x").2, ["the option `--frobnicate`"]);
+        // `find -fprintf FILE FORMAT`: two values, the file written.
+        let args = words(". -fprintf /etc/x %p -print");
+        let reading = read(grammar("find").unwrap(), &args);
+        let fprintf = reading.options.iter().find(|o| o.option == "fprintf").unwrap();
+        assert_eq!((fprintf.role, fprintf.value.as_ref().and_then(Word::lit)), (Role::Write, Some("/etc/x")));
+        assert_eq!((reading.operands.len(), reading.unknown.len()), (1, 0), "{:?}", reading.unknown);
+        assert_eq!(options("find", ". -fprintf /x").2, ["`-fprintf` not followed by its two values"]);
         // Values attached and apart.
         let (opts, operands, unknown) = options("head", "-n5 a -n 6 b");
         assert_eq!((opts.len(), operands, unknown.len()), (2, vec!["a".to_owned(), "b".to_owned()], 0));

@@ -129,6 +129,10 @@ pub enum Takes {
     Value,
     /// An optional value, attached only (`--color=auto`, `-O2`).
     Optional,
+    /// Two values, the next two words (`find -fprintf FILE FORMAT`): the
+    /// first has the option's role, the second is text. Spelled `==` in
+    /// the data; never attached, never bundled.
+    Two,
 }
 
 /// One spelling of an option (`-r`, `--recursive`).
@@ -318,6 +322,8 @@ fn build(name: &str, entry: &Entry) -> Result<Grammar, String> {
         for word in text.split_whitespace() {
             let (spelled, takes) = if let Some(s) = word.strip_suffix("=?") {
                 (s, Takes::Optional)
+            } else if let Some(s) = word.strip_suffix("==") {
+                (s, Takes::Two)
             } else if let Some(s) = word.strip_suffix('=') {
                 (s, Takes::Value)
             } else {
@@ -331,6 +337,12 @@ fn build(name: &str, entry: &Entry) -> Result<Grammar, String> {
             }
             if takes == Takes::Nothing && role != Role::Text {
                 return Err(format!("{name}: option `{option}` gives its value a role but takes no value"));
+            }
+            if takes == Takes::Two && (spelled.len() == 2 || !entry.single_dash_long) {
+                return Err(format!(
+                    "{name}: `{spelled}` takes two values, which only a long option of a program \
+                     that spells them with one dash can (no `--x=v`, no bundling)"
+                ));
             }
             if spellings.iter().any(|s: &Spelling| s.text == spelled) {
                 return Err(format!("{name}: `{spelled}` is spelled twice"));

@@ -417,4 +417,39 @@ mod tests {
         assert!(summary("LD_PRELOAD=x.so ls").unknown);
         assert!(summary("g() { ls; }; g").unknown);
     }
+
+    fn runs(command: &str) -> Vec<Vec<String>> {
+        let model = Model::read(command).unwrap();
+        model
+            .runs
+            .iter()
+            .map(|r| r.words.iter().map(|w| w.lit().unwrap_or("<dyn>").to_owned()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn find_exec_runs_as_find_runs_it() {
+        let listed = runs("find a b -exec ls -l {} +");
+        assert!(listed.contains(&vec!["ls".into(), "-l".into(), "a".into(), "b".into()]), "{listed:?}");
+        assert!(!listed.iter().any(|r| r == &["ls", "-l", "a"]), "one run with every path: {listed:?}");
+        let listed = runs(r"find a b -exec sh -c 'rm {}' \;");
+        assert!(
+            listed.contains(&vec!["rm".into(), "a".into()])
+                && listed.contains(&vec!["rm".into(), "b".into()])
+        );
+        // A `+` not right after `{}` is a word of the command.
+        let listed = runs(r"find a -exec echo + {} \;");
+        assert!(listed.contains(&vec!["echo".into(), "+".into(), "a".into()]), "{listed:?}");
+        assert!(Model::read(r#"find "$D" -exec sh -c 'rm {}' \;"#).is_err(), "code made at run time");
+    }
+
+    #[test]
+    fn time_is_a_program_under_a_posix_sh() {
+        let listed = runs("sh -c 'time -p ls | wc'");
+        assert!(listed.contains(&vec!["time".into(), "-p".into(), "ls".into()]), "{listed:?}");
+        assert!(listed.iter().any(|r| r == &["ls"]) && listed.iter().any(|r| r == &["wc"]), "{listed:?}");
+        assert!(runs("dash -c 'time ls'").iter().any(|r| r[0] == "time"));
+        assert!(!runs("bash -c 'time -p ls'").iter().any(|r| r[0] == "time"), "a reserved word in bash");
+        assert!(!runs("time -p ls").iter().any(|r| r[0] == "time"));
+    }
 }

@@ -176,6 +176,8 @@ pub struct Script {
     pipelines: u32,
     /// Bytes of code parsed so far.
     parsed: usize,
+    /// Whether the code being parsed is read by a POSIX `sh` ([`Script::add_as`]).
+    posix: bool,
 }
 
 /// Reads `command` as `bash` would, refusing it past the caps.
@@ -227,8 +229,30 @@ fn plain(command: &str) -> Option<Vec<Word>> {
 }
 
 impl Script {
-    /// Parses `code` and adds its commands, as held by `parent`.
+    /// Parses `code` and adds its commands, as held by `parent`, read as
+    /// the code around it is read (`bash` at the top).
     pub fn add(&mut self, code: &str, parent: Option<usize>, via: Via) -> Result<(), Unreadable> {
+        self.add_as(code, parent, via, self.posix)
+    }
+
+    /// [`Script::add`] for code read by `bash` (`posix` false) or by a
+    /// POSIX `sh` (`dash`, or `bash` run as `sh`), where `time` is a
+    /// program: always for `dash`, before an option for `bash` as `sh`.
+    /// Either way the model lists the `time` program as run.
+    pub fn add_as(
+        &mut self,
+        code: &str,
+        parent: Option<usize>,
+        via: Via,
+        posix: bool,
+    ) -> Result<(), Unreadable> {
+        let outer = std::mem::replace(&mut self.posix, posix);
+        let added = self.parse_and_add(code, parent, via);
+        self.posix = outer;
+        added
+    }
+
+    fn parse_and_add(&mut self, code: &str, parent: Option<usize>, via: Via) -> Result<(), Unreadable> {
         if code.len() > MAX_COMMAND_BYTES {
             return Err(Unreadable::TooLong);
         }
@@ -269,6 +293,15 @@ impl Script {
     }
 
     fn pipeline(&mut self, pipeline: &ast::Pipeline, context: &Context) -> Result<(), Unreadable> {
+        if self.posix && pipeline.timed.is_some() {
+            if let Some(ast::Command::Simple(first)) = pipeline.seq.first() {
+                // `sh` runs the `time` program with the first command.
+                let mut timed = pipeline.clone();
+                timed.timed = None;
+                timed.seq[0] = ast::Command::Simple(time_program(first, pipeline.timed.as_ref()));
+                return self.pipeline(&timed, context);
+            }
+        }
         if pipeline.seq.len() == 1 {
             return self.command(&pipeline.seq[0], context);
         }
@@ -712,6 +745,25 @@ fn finish(text: String, mut dynamic: Dynamic) -> Word {
     dynamic.split.retain(|s| !s.is_empty());
     dynamic.without = text;
     Word::Dyn(dynamic)
+}
+
+/// `time [-p] COMMAND` as a simple command of the `time` program: the
+/// command's words become its operands, its assignments and redirections
+/// stay where they were written.
+fn time_program(command: &ast::SimpleCommand, timed: Option<&ast::PipelineTimed>) -> ast::SimpleCommand {
+    let word =
+        |text: &str| ast::CommandPrefixOrSuffixItem::Word(ast::Word { value: text.to_owned(), loc: None });
+    let mut suffix = Vec::new();
+    if timed.is_some_and(ast::PipelineTimed::is_posix_output) {
+        suffix.push(word("-p"));
+    }
+    suffix.extend(command.word_or_name.iter().map(|name| word(&name.value)));
+    suffix.extend(command.suffix.iter().flat_map(|s| s.0.iter().cloned()));
+    ast::SimpleCommand {
+        prefix: command.prefix.clone(),
+        word_or_name: Some(ast::Word { value: "time".to_owned(), loc: None }),
+        suffix: Some(ast::CommandSuffix(suffix)),
+    }
 }
 
 /// The inherited position of the commands being added.

@@ -318,7 +318,14 @@ fn find_table(help: &str) -> (BTreeMap<String, Listed>, Vec<String>) {
                 .position(|w| w.starts_with('-') && w.len() > 1 && w[1..].starts_with(char::is_alphabetic))
                 .map_or(words.len(), |e| at + 1 + e);
             let args = words[at + 1..end].join(" ");
-            let takes = if args.is_empty() { Takes::Nothing } else { Takes::Value };
+            // `-fprintf FILE FORMAT` takes two; `-exec COMMAND ;` one
+            // command (read up to its end).
+            let values = &words[at + 1..end];
+            let takes = match values.len() {
+                0 => Takes::Nothing,
+                2 if !values.iter().any(|w| *w == ";" || *w == "+") => Takes::Two,
+                _ => Takes::Value,
+            };
             out.insert(name.to_owned(), Listed { takes, text: args });
             at = end;
         }
@@ -405,6 +412,7 @@ fn kind(takes: Takes) -> &'static str {
         Takes::Nothing => "no value",
         Takes::Value => "a value",
         Takes::Optional => "an optional value",
+        Takes::Two => "two values",
     }
 }
 
@@ -643,6 +651,7 @@ fn abbreviations_are_read_as_the_programs_read_them() {
                 Takes::Nothing => (format!("{prefix}=x"), "a flag"),
                 Takes::Value => (prefix.to_owned(), "an option that needs a value"),
                 Takes::Optional => (prefix.to_owned(), "an option that runs without its value"),
+                Takes::Two => unreachable!("only one-dash long options take two values"),
             };
             let got = run(&word);
             match (&got, spelling.takes) {

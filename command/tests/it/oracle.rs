@@ -128,7 +128,7 @@ find)
   while (($#)); do
     if [[ $1 == -exec || $1 == -execdir || $1 == -ok ]]; then
       shift; template=()
-      while (($#)) && [[ $1 != ';' && $1 != + ]]; do template+=("$1"); shift; done
+      while (($#)) && [[ $1 != ';' ]] && ! [[ $1 == + && ${#template[@]} -gt 0 && ${template[-1]} == '{}' ]]; do template+=("$1"); shift; done
       if [[ $1 == + ]]; then
         words=(); for w in "${template[@]}"; do if [[ $w == '{}' ]]; then words+=("${starts[@]}"); else words+=("$w"); fi; done
         (run "${words[@]}")
@@ -191,12 +191,9 @@ exec env -i PATH=/usr/bin:/bin HOME=/home/user LC_ALL=C "$chroot" "$r" /.oracle/
 /// generator leaves their constructs out. [`the_model_lists_what_bash_runs`]
 /// runs them too and fails when one no longer diverges.
 const KNOWN: &[(&str, &str)] = &[
-    // In POSIX mode (`bash` run as `sh`) `time` followed by an option is
-    // no reserved word: the `time` program runs; the model lists only `ls`.
-    ("sh -c 'time -p ls'", "`sh` runs the `time` program for `time -p`"),
-    // `find -exec ... {} +` runs the command once with every path found;
-    // the model lists one run per starting path.
-    ("find a.txt dir -exec ls {} +", "`-exec ... +` runs once with all the paths"),
+    // None now: `sh -c 'time -p ls'` (the `time` program under a POSIX
+    // `sh`) and `find a.txt dir -exec ls {} +` (one run with every path)
+    // were the last, and the generator makes both.
 ];
 
 /// Text as one single-quoted shell word.
@@ -288,8 +285,8 @@ fn wrapped(rng: &mut Rng, depth: usize) -> String {
         4 => ("sudo", rng.pick(&["", "-u root", "-n", "-E"])),
         5 => ("command", ""),
         6 => ("exec", ""),
-        // `time -p` under `sh` is on KNOWN.
-        7 => ("time", ""),
+        // Under `sh` the `time` program runs for `time -p`.
+        7 => ("time", rng.pick(&["", "-p"])),
         8 => ("timeout", "3"),
         9 => ("env", "D=x"),
         10 => ("nice", ""),
@@ -315,7 +312,7 @@ fn wrapped(rng: &mut Rng, depth: usize) -> String {
 /// Code handed to a shell, `eval`, `xargs` or `find -exec`.
 fn hands_on(rng: &mut Rng, depth: usize) -> String {
     let code = quote(&list(rng, depth.saturating_sub(1)));
-    match rng.below(11) {
+    match rng.below(12) {
         0 => format!("{} -c {code}", name(rng, "sh")),
         1 => format!("{} -c {code}", name(rng, "bash")),
         2 => format!("sh -c {code} zero {}", plain_arg(rng)),
@@ -326,8 +323,13 @@ fn hands_on(rng: &mut Rng, depth: usize) -> String {
         7 => format!("echo a b | xargs {}", rng.pick(&["", "-r "]).to_owned() + &call(rng, 0)),
         8 => format!("printf '%s\\n' x y | xargs {}", call(rng, 0)),
         9 => format!("find {} -exec {} {{}} \\;", rng.pick(&[".", "a.txt dir", "-L x"]), call(rng, 0)),
-        // `+` with several starting paths is on KNOWN.
-        _ => format!("find {} -exec {} {{}} +", rng.pick(&[".", "x"]), call(rng, 0)),
+        10 => format!(
+            "find {} -exec {} {{}} +",
+            rng.pick(&[".", "x", "a.txt dir", "-P a.txt . x"]),
+            call(rng, 0)
+        ),
+        // `... ;` puts the path inside a word too.
+        _ => format!("find {} -exec sh -c 'ls {{}}' \\;", rng.pick(&[".", "a.txt dir"])),
     }
 }
 
