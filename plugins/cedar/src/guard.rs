@@ -1,16 +1,20 @@
 //! Policies a call cannot satisfy, known before Cedar evaluates them.
 //!
 //! Many policies start with a test of what the context holds: `when {
-//! context has path && ... }`, `when { context.args has method && ... }`.
-//! When the call's context does not hold it, Cedar evaluates the policy to
-//! `false`, without an error: the policy is neither a reason nor an error
-//! of the response, and leaving it out of the set Cedar evaluates changes
-//! nothing but the time. A policy is left out only when this is known from
-//! the policy's first conditions alone, read as `has` tests joined by
-//! `&&`, `||` and `!` (Cedar evaluates them left to right and stops as
-//! soon as the answer is known, as here); anything else in them is
-//! unknown, and the policy is evaluated. The scope (`principal`, `action`,
-//! `resource`) never raises an error, so it does not matter here.
+//! context has path && ... }`, `when { context.args has method && ... }`,
+//! or of a string it holds: `context.path.lower like "*.pem"`. When the
+//! call's context does not hold it, or the string does not match, Cedar
+//! evaluates the policy to `false`, without an error: the policy is
+//! neither a reason nor an error of the response, and leaving it out of
+//! the set Cedar evaluates changes nothing but the time. A policy is left
+//! out only when this is known from the policy's first conditions alone,
+//! read as `has` and `like` tests joined by `&&`, `||` and `!` (Cedar
+//! evaluates them left to right and stops as soon as the answer is known,
+//! as here); anything else in them is unknown, and so is a `like` of an
+//! attribute whose string the call's [`Facts`] do not give (it may be
+//! missing, or not a string: an error in Cedar), and the policy is
+//! evaluated. The scope (`principal`, `action`, `resource`) never raises
+//! an error, so it does not matter here.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -28,11 +32,77 @@ const MAX_GUARDED: usize = 64;
 /// is decided by the whole set, which is correct, only slower.
 const MAX_SUBSETS: usize = 1024;
 
+/// What a call's context is known to hold, as the guards ask it.
+pub trait Facts {
+    /// Whether the context holds `path` (`["a"]`: `context.a`; `["a",
+    /// "b"]`: `context.a.b`), when that is known and asking does not raise
+    /// an error.
+    fn present(&self, path: &[String]) -> Option<bool>;
+    /// The string the context holds at `path`, when it holds one there
+    /// and it is known here.
+    fn text(&self, path: &[String]) -> Option<&str>;
+}
+
+/// A piece of a `like` pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// `*`: any characters, none included.
+    Star,
+    /// These characters.
+    Text(String),
+}
+
+/// Whether `text` matches the `like` pattern `pieces` (no two literal
+/// pieces in a row: [`merged`]), as Cedar reads it. A literal piece is
+/// valid UTF-8 and so is `text`, so a match of bytes is
+/// a match of characters: a piece found in `text` starts on a character.
+pub fn like(pieces: &[Piece], text: &str) -> bool {
+    let mut rest = text;
+    let mut anchored = true;
+    let last = pieces.len().saturating_sub(1);
+    for (index, piece) in pieces.iter().enumerate() {
+        match piece {
+            Piece::Star => anchored = false,
+            Piece::Text(literal) if index == last && !anchored => return rest.ends_with(literal.as_str()),
+            Piece::Text(literal) if anchored => match rest.strip_prefix(literal.as_str()) {
+                Some(after) => rest = after,
+                None => return false,
+            },
+            Piece::Text(literal) => match rest.find(literal.as_str()) {
+                // The first place is right: a later piece can only start
+                // further on.
+                Some(at) => {
+                    rest = &rest[at + literal.len()..];
+                    anchored = true;
+                }
+                None => return false,
+            },
+        }
+    }
+    !anchored || rest.is_empty()
+}
+
+/// The pieces with each run of literal pieces joined into one (a policy's
+/// JSON gives a piece per character), so that [`like`] reads each run
+/// whole.
+fn merged(pieces: Vec<Piece>) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        match (out.last_mut(), piece) {
+            (Some(Piece::Text(run)), Piece::Text(more)) => run.push_str(&more),
+            (_, piece) => out.push(piece),
+        }
+    }
+    out
+}
+
 /// What a condition is known to be from what the context holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Guard {
     /// `context has a` (`["a"]`), `context.a has b` (`["a", "b"]`).
     Has(Vec<String>),
+    /// `context.a.b like "p*"`: the attribute's path and the pattern.
+    Like(Vec<String>, Vec<Piece>),
     /// `!g`.
     Not(Box<Guard>),
     /// `a && b`.
@@ -66,39 +136,60 @@ impl Guard {
                     _ => Guard::Other,
                 }
             }
+            "like" => {
+                let path = operands.get("left").and_then(context_path).filter(|p| !p.is_empty());
+                let pieces: Option<Vec<Piece>> =
+                    operands.get("pattern").and_then(Value::as_array).and_then(|elems| {
+                        elems
+                            .iter()
+                            .map(|elem| match elem {
+                                Value::String(w) if w == "Wildcard" => Some(Piece::Star),
+                                Value::Object(o) => {
+                                    o.get("Literal")?.as_str().map(|t| Piece::Text(t.to_owned()))
+                                }
+                                _ => None,
+                            })
+                            .collect()
+                    });
+                match (path, pieces) {
+                    (Some(path), Some(pieces)) => Guard::Like(path, merged(pieces)),
+                    _ => Guard::Other,
+                }
+            }
             _ => Guard::Other,
         }
     }
 
-    /// Its value, when `present` says enough (`present(path)`: whether the
-    /// context holds `path`, when that is known and asking does not raise
-    /// an error); `None` when it is not known.
-    pub fn eval(&self, present: &impl Fn(&[String]) -> Option<bool>) -> Option<bool> {
+    /// Its value, when `facts` say enough; `None` when it is not known.
+    pub fn eval(&self, facts: &impl Facts) -> Option<bool> {
         match self {
-            Guard::Has(path) => present(path),
-            Guard::Not(inner) => inner.eval(present).map(|b| !b),
-            Guard::And(left, right) => match left.eval(present)? {
+            Guard::Has(path) => facts.present(path),
+            Guard::Like(path, pieces) => facts.text(path).map(|text| like(pieces, text)),
+            Guard::Not(inner) => inner.eval(facts).map(|b| !b),
+            Guard::And(left, right) => match left.eval(facts)? {
                 false => Some(false),
-                true => right.eval(present),
+                true => right.eval(facts),
             },
-            Guard::Or(left, right) => match left.eval(present)? {
+            Guard::Or(left, right) => match left.eval(facts)? {
                 true => Some(true),
-                false => right.eval(present),
+                false => right.eval(facts),
             },
             Guard::Other => None,
         }
     }
 
-    /// The `has` tests it holds.
-    fn tests<'a>(&'a self, out: &mut Vec<&'a [String]>) {
+    /// The paths its `has` tests (`likes` false) or its `like` tests
+    /// (`likes` true) read.
+    fn tests<'a>(&'a self, likes: bool, out: &mut Vec<&'a [String]>) {
         match self {
-            Guard::Has(path) => out.push(path),
-            Guard::Not(inner) => inner.tests(out),
+            Guard::Has(path) if !likes => out.push(path),
+            Guard::Like(path, _) if likes => out.push(path),
+            Guard::Has(_) | Guard::Like(..) | Guard::Other => {}
+            Guard::Not(inner) => inner.tests(likes, out),
             Guard::And(left, right) | Guard::Or(left, right) => {
-                left.tests(out);
-                right.tests(out);
+                left.tests(likes, out);
+                right.tests(likes, out);
             }
-            Guard::Other => {}
         }
     }
 }
@@ -141,12 +232,21 @@ impl Guarded {
         Guarded { policies: Arc::new(policies), guarded, subsets: RwLock::default() }
     }
 
-    /// The `has` tests of the guards, each once.
+    /// The paths the guards' `has` tests read, each once.
     pub fn tests(&self) -> Vec<Vec<String>> {
+        self.paths(false)
+    }
+
+    /// The paths of the strings the guards' `like` tests read, each once.
+    pub fn likes(&self) -> Vec<Vec<String>> {
+        self.paths(true)
+    }
+
+    fn paths(&self, likes: bool) -> Vec<Vec<String>> {
         let mut tests = Vec::new();
         for (_, guards) in &self.guarded {
             for guard in guards {
-                guard.tests(&mut tests);
+                guard.tests(likes, &mut tests);
             }
         }
         let mut tests: Vec<Vec<String>> = tests.into_iter().map(<[String]>::to_vec).collect();
@@ -155,12 +255,12 @@ impl Guarded {
         tests
     }
 
-    /// The policies a call whose context holds what `present` says can
+    /// The policies a call whose context holds what `facts` say can
     /// satisfy, or raise an error in: all but those its guards rule out.
-    pub fn for_call(&self, present: &impl Fn(&[String]) -> Option<bool>) -> Arc<PolicySet> {
+    pub fn for_call(&self, facts: &impl Facts) -> Arc<PolicySet> {
         let mut out = 0u64;
         for (bit, (_, guards)) in self.guarded.iter().enumerate() {
-            if left_out(guards, present) {
+            if left_out(guards, facts) {
                 out |= 1 << bit;
             }
         }
@@ -195,9 +295,9 @@ impl Guarded {
 /// Whether a policy with these condition guards is known to evaluate to
 /// `false` without an error: its conditions are evaluated in order, and
 /// the first that is not known to be `true` decides.
-fn left_out(guards: &[Guard], present: &impl Fn(&[String]) -> Option<bool>) -> bool {
+fn left_out(guards: &[Guard], facts: &impl Facts) -> bool {
     for guard in guards {
-        match guard.eval(present) {
+        match guard.eval(facts) {
             Some(true) => continue,
             Some(false) => return true,
             None => return false,
@@ -217,17 +317,37 @@ mod tests {
         Guarded::new(PolicySet::from_str(text).unwrap())
     }
 
-    /// `present` for a context that holds `paths` (each `a` or `a.b`),
-    /// where `a.b` is known only under `args`.
-    fn holding(paths: &[&str]) -> impl Fn(&[String]) -> Option<bool> {
-        let held: BTreeSet<String> = paths.iter().map(|p| p.to_string()).collect();
-        move |path: &[String]| match path {
-            [key] => Some(held.contains(key)),
-            [first, key] if first == "args" && held.contains("args") => {
-                Some(held.contains(&format!("args.{key}")))
+    /// Facts of a context that holds `paths` (each `a` or `a.b`), where
+    /// `a.b` is known only under `args`, and the strings `texts`.
+    struct Held {
+        paths: BTreeSet<String>,
+        args_known: bool,
+        texts: Vec<(Vec<String>, String)>,
+    }
+
+    impl Facts for Held {
+        fn present(&self, path: &[String]) -> Option<bool> {
+            match path {
+                [key] => Some(self.paths.contains(key)),
+                [first, key] if first == "args" && self.args_known && self.paths.contains("args") => {
+                    Some(self.paths.contains(&format!("args.{key}")))
+                }
+                _ => None,
             }
-            _ => None,
         }
+
+        fn text(&self, path: &[String]) -> Option<&str> {
+            self.texts.iter().find(|(p, _)| p == path).map(|(_, text)| text.as_str())
+        }
+    }
+
+    fn holding(paths: &[&str]) -> Held {
+        Held { paths: paths.iter().map(|p| p.to_string()).collect(), args_known: true, texts: Vec::new() }
+    }
+
+    fn with_text(mut held: Held, path: &str, text: &str) -> Held {
+        held.texts.push((path.split('.').map(str::to_owned).collect(), text.to_owned()));
+        held
     }
 
     fn ids(set: &PolicySet) -> Vec<String> {
@@ -261,10 +381,7 @@ mod tests {
         assert_eq!(ids(&set.for_call(&every)).iter().collect::<Vec<_>>(), but_not);
         // `context.args` not known to be there: `context.args has x` may
         // raise an error, so the policy stays.
-        let unknown_args = |path: &[String]| match path {
-            [key] => Some(key == "tool"),
-            _ => None,
-        };
+        let unknown_args = Held { paths: ["tool".to_owned()].into(), args_known: false, texts: Vec::new() };
         assert_eq!(
             ids(&set.for_call(&unknown_args)),
             ["either", "method", "not", "plain", "second", "unless"]
@@ -291,5 +408,95 @@ mod tests {
         )]));
         assert!(guards.contains(&&vec![Guard::And(Box::new(has(&["x", "y"])), Box::new(Guard::Other))]));
         assert_eq!(set.tests(), [vec!["a"], vec!["args", "b"], vec!["c"], vec!["x", "y"]]);
+    }
+
+    #[test]
+    fn a_like_the_call_does_not_match_leaves_its_policy_out() {
+        let set = guarded(
+            r#"@id("secrets") forbid (principal, action, resource) when { context has path && (context.path.lower like "*.pem" || context.path.lower like "*/.env*") };
+               @id("dots") forbid (principal, action, resource) when { context.args has path && context.args.path like "*..*" };
+               @id("host") forbid (principal, action, resource) when { context has url && context.url.host like "*.x" };
+               @id("plain") permit (principal, action, resource);"#,
+        );
+        let held = || holding(&["args", "args.path", "path", "url"]);
+        // Strings that match no pattern: those policies are left out.
+        let file = with_text(with_text(held(), "path.lower", "/w/readme.md"), "args.path", "/w/README.md");
+        assert_eq!(ids(&set.for_call(&file)), ["host", "plain"], "no string known for url.host");
+        // A string that matches: its policy stays.
+        let key = with_text(with_text(held(), "path.lower", "/w/key.pem"), "args.path", "/w/key.PEM");
+        assert_eq!(ids(&set.for_call(&key)), ["host", "plain", "secrets"]);
+        let climbs = with_text(with_text(held(), "path.lower", "/w/x"), "args.path", "/w/../x");
+        assert_eq!(ids(&set.for_call(&climbs)), ["dots", "host", "plain"]);
+        // No string known (missing, or not a string: an error in Cedar):
+        // the policy stays.
+        assert_eq!(ids(&set.for_call(&held())), ["dots", "host", "plain", "secrets"]);
+        assert_eq!(set.likes(), [vec!["args", "path"], vec!["path", "lower"], vec!["url", "host"]]);
+    }
+
+    /// The pieces of a pattern written as in a policy, `*` a wildcard.
+    fn pieces(pattern: &str) -> Vec<Piece> {
+        let mut out = Vec::new();
+        for (i, part) in pattern.split('*').enumerate() {
+            if i > 0 {
+                out.push(Piece::Star);
+            }
+            if !part.is_empty() {
+                out.push(Piece::Text(part.to_owned()));
+            }
+        }
+        out
+    }
+
+    /// Every word of at most `max` letters of `alphabet`.
+    fn words(alphabet: &[char], max: usize) -> Vec<String> {
+        let mut out = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..max {
+            last = last.iter().flat_map(|w| alphabet.iter().map(move |c| format!("{w}{c}"))).collect();
+            out.extend(last.iter().cloned());
+        }
+        out
+    }
+
+    #[test]
+    fn like_matches_as_cedar_matches() {
+        use cedar_policy::{Context, Entities, EntityUid, EvalResult, Expression, Request};
+        let uid = |text: &str| EntityUid::from_str(text).unwrap();
+        let request = Request::new(
+            uid(r#"User::"u""#),
+            uid(r#"Action::"a""#),
+            uid(r#"Tool::"t""#),
+            Context::empty(),
+            None,
+        )
+        .unwrap();
+        let entities = Entities::empty();
+        let (mut compared, mut matched) = (0, 0);
+        for pattern in words(&['a', 'b', 'é', '*'], 4) {
+            let ours = pieces(&pattern);
+            assert_eq!(
+                Guard::of(&like_json(&pattern)),
+                Guard::Like(vec!["s".into()], ours.clone()),
+                "{pattern}"
+            );
+            for text in words(&['a', 'b', 'é', '.'], 3) {
+                let expr = Expression::from_str(&format!(r#""{text}" like "{pattern}""#)).unwrap();
+                let cedar = match cedar_policy::eval_expression(&request, &entities, &expr).unwrap() {
+                    EvalResult::Bool(b) => b,
+                    other => panic!("{other:?}"),
+                };
+                assert_eq!(like(&ours, &text), cedar, "{text:?} like {pattern:?}");
+                compared += 1;
+                matched += usize::from(cedar);
+            }
+        }
+        assert!(compared > 20_000 && matched > 1_000, "{compared} compared, {matched} matched");
+    }
+
+    /// `context.s like "pattern"` in its JSON form, as a policy gives it.
+    fn like_json(pattern: &str) -> Value {
+        let text = format!(r#"permit (principal, action, resource) when {{ context.s like "{pattern}" }};"#);
+        let policy = cedar_policy::Policy::from_str(&text).unwrap();
+        policy.to_json().unwrap()["conditions"][0]["body"].clone()
     }
 }

@@ -23,6 +23,9 @@ pub(crate) struct Slice {
     pub need: Need,
     /// The arguments their guards test (`context.args has x`).
     pub args_tested: Vec<String>,
+    /// The attributes whose strings their guards match (`context.path.lower
+    /// like "*.pem"`).
+    pub likes: Vec<Vec<String>>,
 }
 
 impl Slice {
@@ -37,7 +40,8 @@ impl Slice {
                 _ => None,
             })
             .collect();
-        Slice { guarded, need, args_tested }
+        let likes = guarded.likes();
+        Slice { guarded, need, args_tested, likes }
     }
 }
 

@@ -9,10 +9,12 @@ use cedar_policy::{
 };
 use guardhost_abi::Request;
 use guardhost_command::model::Summary;
+use guardhost_command::path::Normal;
 use guardhost_command::url::Unreadable;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::guard::Facts;
 use crate::need::Need;
 use crate::policies::Slice;
 use crate::shape::{self, Known};
@@ -121,19 +123,44 @@ impl Names {
         let args_held: Vec<bool> = slice.map_or_else(Vec::new, |slice| {
             slice.args_tested.iter().map(|key| args.get(key).is_some_and(|v| !v.is_null())).collect()
         });
-        let pairs = context_of(request, self, args, authz, command, need)?;
+        let normal = self
+            .path_of(&args)
+            .filter(|_| need.reads("path"))
+            .map(|path| guardhost_command::path::normalize(path, None));
+        // The strings the guards' `like` tests read, where the context
+        // built holds them.
+        let texts: Vec<(&[String], String)> = slice.map_or_else(Vec::new, |slice| {
+            slice
+                .likes
+                .iter()
+                .filter_map(|path| {
+                    let text = match path.as_slice() {
+                        [first, key] if first == "args" && need.get("args").is_some_and(|n| n.reads(key)) => {
+                            args.get(key).and_then(Value::as_str).map(str::to_owned)
+                        }
+                        [first, key] if first == "path" && need.get("path").is_some_and(|n| n.reads(key)) => {
+                            normal.as_ref().and_then(|normal| match key.as_str() {
+                                "normal" => Some(normal.path.clone()),
+                                "lower" => Some(normal.path.to_lowercase()),
+                                _ => None,
+                            })
+                        }
+                        [key] if key == "tool" && need.reads(key) => Some(request.tool_name().to_owned()),
+                        [key] if need.reads(key) => attribution(request)
+                            .into_iter()
+                            .find(|(name, _)| name == key)
+                            .and_then(|(_, value)| value.map(str::to_owned)),
+                        _ => None,
+                    };
+                    text.map(|text| (path.as_slice(), text))
+                })
+                .collect()
+        });
+        let pairs = context_of(request, self, args, authz, command, normal, need)?;
         // The guards test attributes the policies read, so `need` keeps
         // them: the context built holds one when the call has it.
         let policies = slice.map(|slice| {
-            let held = |key: &str| pairs.iter().any(|(name, _)| name == key);
-            let present = |path: &[String]| match path {
-                [key] => Some(held(key)),
-                [first, key] if first == "args" && held("args") => {
-                    slice.args_tested.iter().position(|k| k == key).map(|at| args_held[at])
-                }
-                _ => None,
-            };
-            slice.guarded.for_call(&present)
+            slice.guarded.for_call(&CallFacts { pairs: &pairs, slice, args_held: &args_held, texts: &texts })
         });
         let context = Context::from_pairs(pairs).map_err(|e| e.to_string())?;
         let cedar = CedarRequest::new(
@@ -212,6 +239,35 @@ impl Names {
             Some(Value::String(url)) if self.url => Some(url),
             _ => None,
         }
+    }
+}
+
+/// What the context built for a call holds, for the guards
+/// ([`crate::guard`]).
+struct CallFacts<'a> {
+    pairs: &'a [(String, RestrictedExpression)],
+    slice: &'a Slice,
+    /// Whether the call has each of `slice.args_tested`.
+    args_held: &'a [bool],
+    /// The strings the guards' `like` tests read, where the context holds
+    /// them.
+    texts: &'a [(&'a [String], String)],
+}
+
+impl Facts for CallFacts<'_> {
+    fn present(&self, path: &[String]) -> Option<bool> {
+        let held = |key: &str| self.pairs.iter().any(|(name, _)| name == key);
+        match path {
+            [key] => Some(held(key)),
+            [first, key] if first == "args" && held("args") => {
+                self.slice.args_tested.iter().position(|k| k == key).map(|at| self.args_held[at])
+            }
+            _ => None,
+        }
+    }
+
+    fn text(&self, path: &[String]) -> Option<&str> {
+        self.texts.iter().find(|(p, _)| *p == path).map(|(_, text)| text.as_str())
     }
 }
 
@@ -298,11 +354,11 @@ fn context_of(
     args: Map<String, Value>,
     authz: Map<String, Value>,
     command: Option<Summary>,
+    normal: Option<Normal>,
     need: &Need,
 ) -> Result<Vec<(String, RestrictedExpression)>, String> {
     let text = |value: &str| RestrictedExpression::new_string(value.to_owned());
     let mut pairs = Vec::with_capacity(16);
-    let path = names.path_of(&args).map(str::to_owned).filter(|_| need.reads("path"));
     let url = names.url_of(&args).map(str::to_owned).filter(|_| need.reads("url"));
     pick(&mut pairs, need, "tool", || text(request.tool_name()));
     if let Some(need) = need.get("args") {
@@ -322,8 +378,8 @@ fn context_of(
     if let (Some(summary), Some(need)) = (command, need.get("command")) {
         pairs.extend(command_record(summary, need).map(|r| ("command".to_owned(), r)));
     }
-    if let (Some(path), Some(need)) = (path, need.get("path")) {
-        pairs.extend(path_record(&path, need).map(|r| ("path".to_owned(), r)));
+    if let (Some(normal), Some(need)) = (normal, need.get("path")) {
+        pairs.extend(path_record(normal, need).map(|r| ("path".to_owned(), r)));
     }
     if let (Some(url), Some(need)) = (url, need.get("url")) {
         pairs.extend(url_record(&url, need).map(|r| ("url".to_owned(), r)));
@@ -352,8 +408,7 @@ fn command_record(summary: Summary, need: &Need) -> Option<RestrictedExpression>
 /// `context.path`: the path normalised once (`//`, `/./`, `..`,
 /// `/proc/self/root`), and in lower case for patterns that must not miss
 /// `KEY.PEM`.
-fn path_record(path: &str, need: &Need) -> Option<RestrictedExpression> {
-    let normal = guardhost_command::path::normalize(path, None);
+fn path_record(normal: Normal, need: &Need) -> Option<RestrictedExpression> {
     let mut pairs = Vec::with_capacity(4);
     pick(&mut pairs, need, "lower", || RestrictedExpression::new_string(normal.path.to_lowercase()));
     pick(&mut pairs, need, "escapes", || RestrictedExpression::new_bool(normal.escapes));
