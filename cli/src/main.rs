@@ -6,7 +6,7 @@
 //! MCP proxy (`guardhost-mcp`). This file parses the arguments, sets up logging and
 //! dispatches; each command is a module of its own, over `error` (how a
 //! command fails, and its writes to standard output) and `setup` (what every
-//! command does first). The operators' guide (`docs/operators.md`) documents them.
+//! command does first). `docs/cli.md` documents them.
 
 /// `println!` for a command's output, used with `?`: a closed standard
 /// output is `CliError::StdoutClosed` (the command ends quietly with

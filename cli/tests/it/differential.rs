@@ -3,7 +3,7 @@
 //! (`examples/cedar`, which restate it: allowed folders, blocked hosts,
 //! commands by the programs they run) give the same outcomes; where the two
 //! differ by design, the difference is written down here and in the
-//! operators' guide, and tested as a difference.
+//! Cedar provider's page (`docs/providers/cedar.md`), and tested as a difference.
 
 use std::path::{Path, PathBuf};
 

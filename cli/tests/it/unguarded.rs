@@ -255,11 +255,19 @@ fn ordinary_configs_still_load_and_meet_the_requirement() {
 /// The YAML blocks of the guides and the README that hold a section.
 fn documented_configs() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
+    // The guides and, a folder down, the providers' pages.
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut folders = vec![root.join("docs")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+    }
     files.push(root.join("README.md"));
     files.push(root.join("examples/python-provider/allowlist_provider.py"));
     let mut blocks = Vec::new();
@@ -292,6 +300,8 @@ fn documented_configs() -> Vec<(String, String)> {
 fn the_configs_in_the_guides_are_not_refused_as_broken() {
     let blocks = documented_configs();
     assert!(blocks.len() >= 4, "{blocks:?}");
+    // The providers' pages, a folder down, are read too.
+    assert!(blocks.iter().any(|(file, _)| file == "cedar.md"), "{blocks:?}");
     for (file, block) in blocks {
         let loaded =
             LoadedConfig::from_yaml(&block, "/cfg".into(), ConfigOrigin::File("/cfg/c.yaml".into()), |_| {

@@ -14,7 +14,7 @@
 //!       mode: enforce                         # or warn, observe
 //! ```
 //!
-//! For each tool call, first failure wins (`docs/operators.md` lists every code):
+//! For each tool call, first failure wins (`docs/providers/oap.md` lists every code):
 //! 1. the tool name is 1-128 of `A-Za-z0-9._-` and the arguments at most
 //!    100 KB (a file write's `content` aside);
 //! 2. a valid passport: `passport_path`, else the request's `agent_id` when

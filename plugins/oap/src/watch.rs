@@ -26,7 +26,7 @@
 //! the change applies to that call, exactly as with a `stat` per call, but
 //! the `read` walks no path (measured on the development machine: about
 //! 0.4 µs against 1.6 to 2 µs for the `stat` of the example passport's
-//! path; see `docs/operators.md`).
+//! path; see `docs/providers/oap.md`).
 //!
 //! A background thread blocking on the descriptor, with the call path
 //! reading only an atomic flag, would save that `read`, but could not give
