@@ -7,6 +7,9 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(cjson)");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=GUARDHOST_NO_CJSON");
+    // CI sets it once cJSON is installed, after its first builds ran this
+    // script (perhaps before pkg-config itself was there): look again.
+    println!("cargo:rerun-if-env-changed=GUARDHOST_REQUIRE_CJSON");
     let (host, target) =
         (std::env::var("HOST").unwrap_or_default(), std::env::var("TARGET").unwrap_or_default());
     // A cross build (Windows, say) would need cJSON built for that target:
