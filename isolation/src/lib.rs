@@ -55,10 +55,8 @@
 //! assert_eq!(loaded.info.isolation, Isolation::Process);
 //! # Ok(()) }
 //! ```
-#![deny(missing_docs)]
-#![deny(clippy::undocumented_unsafe_blocks)]
-// `unsafe` is allowed in one module only: `shm::region`.
-#![deny(unsafe_code)]
+// The workspace's lints deny `unsafe`; it is allowed in one module only:
+// `shm::region`.
 
 pub mod client;
 pub mod entry;

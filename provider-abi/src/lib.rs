@@ -95,7 +95,6 @@
 //! provider code is caught on the provider's side and becomes an error of kind
 //! [`ErrorKind::PANIC`]; it never unwinds into the host. Libraries built with
 //! `panic = "abort"` cannot catch panics, so the host refuses to load them.
-#![deny(missing_docs)]
 // `#[sabi_trait]` expands to impls the `non_local_definitions` lint dislikes.
 #![allow(non_local_definitions)]
 

@@ -33,7 +33,6 @@
 //! assert_eq!(decision.metadata_json.as_str(), r#"{"framework":"deerflow"}"#);
 //! # Ok::<(), guardhost_abi::ProviderError>(())
 //! ```
-#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 use guardhost_abi::{Decision, Provider, ProviderError, Request};

@@ -51,7 +51,6 @@
 //!
 //! This crate is both a provider library exporting the symbol
 //! `CedarGuardrailProvider` and a Rust library ([`Cedar`]).
-#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod guard;

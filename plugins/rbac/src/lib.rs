@@ -37,7 +37,6 @@
 //! assert_eq!(rbac.filter(Some("guest"), "tool", &["bash", "read_file"])?, ["read_file"]);
 //! # Ok::<(), String>(())
 //! ```
-#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeSet, HashMap, HashSet};
