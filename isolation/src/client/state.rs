@@ -15,8 +15,9 @@
 //! the frame writer's, the region's free-slot list) or may wait, so the
 //! code takes what it needs out of [`Client`], lets go, then acts. The lock
 //! is thus a leaf: nothing is locked under it, and it is never taken twice
-//! by one thread. Debug builds check both ([`assert_unlocked`], and
-//! [`ClientLock::lock`] itself), so every test run checks the rule.
+//! by one thread. Debug builds check this where it could go wrong: each
+//! taking of the lock, and each place that fills a reply or sends a call,
+//! asks [`assert_unlocked`], so the tests check the rule as they run.
 //!
 //! A connection's flags (`dead`, `closing`, `answered`) and what is set
 //! once (why it was killed, its shared region) are atomics and
