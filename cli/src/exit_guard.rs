@@ -19,6 +19,8 @@
 //! bypasses every handler; its status (a signal, or its own code) then
 //! speaks for itself.
 
+// `atexit`, loading the sentinel and calling it, `_exit`: each block says
+// why it is sound.
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};

@@ -333,5 +333,10 @@ fn cedar(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision, middleware, request, loading, decision_log, chain, cedar);
-criterion_main!(benches);
+/// The groups (a private module: `criterion_group!` makes an undocumented
+/// public function).
+mod groups {
+    use super::*;
+    criterion_group!(benches, decision, middleware, request, loading, decision_log, chain, cedar);
+}
+criterion_main!(groups::benches);

@@ -61,5 +61,10 @@ fn isolation(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, isolation);
-criterion_main!(benches);
+/// The group (a private module: `criterion_group!` makes an undocumented
+/// public function).
+mod groups {
+    use super::*;
+    criterion_group!(benches, isolation);
+}
+criterion_main!(groups::benches);

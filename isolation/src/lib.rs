@@ -10,7 +10,10 @@
 //! decision service and the Python package do so.
 //!
 //! - [`protocol`]: the framed, versioned wire format;
-//! - [`client`]: the host's side, [`ProcessProvider`];
+//! - [`client`]: the host's side, [`ProcessProvider`]: a call's way, the
+//!   connection to one child, its start and handshake, the thread reading
+//!   its answers, and the supervisor that restarts it, over the client's
+//!   state in one struct behind one lock;
 //! - [`launcher`]: what [`install`] gives the library, and
 //!   [`server_program`], the program a provider process runs;
 //! - [`server`]: the provider process's side, [`serve`];
@@ -52,10 +55,8 @@
 //! assert_eq!(loaded.info.isolation, Isolation::Process);
 //! # Ok(()) }
 //! ```
-#![deny(missing_docs)]
-#![deny(clippy::undocumented_unsafe_blocks)]
-// `unsafe` is allowed in one module only: `shm::region`.
-#![deny(unsafe_code)]
+// The workspace's lints deny `unsafe`; it is allowed in one module only:
+// `shm::region`.
 
 pub mod client;
 pub mod entry;

@@ -4,7 +4,6 @@
 //!   what is wrong, never dropped;
 //! - [`answer`]: what a decided call is answered with (`run`'s output
 //!   lines, the server's responses).
-#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod answer;

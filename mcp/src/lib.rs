@@ -34,7 +34,6 @@
 //! - [`pending`]: calls held for an approver over HTTP (`/v1/pending`),
 //!   for clients that cannot be asked through elicitation;
 //! - [`config`]: the config file's `mcp:` section; [`error`]: how it fails.
-#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod config;

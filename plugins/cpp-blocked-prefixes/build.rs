@@ -1,3 +1,6 @@
+//! Compiles the C++ blocked-prefixes provider into this crate's `cdylib`
+//! (`build-support/c_provider.rs`).
+
 include!("../../build-support/c_provider.rs");
 
 fn main() {

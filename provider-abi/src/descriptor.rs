@@ -1,4 +1,7 @@
 //! The exported descriptor: what the host finds under a provider's symbol.
+// `#[derive(StableAbi)]` and `#[sabi_trait]` expand to `unsafe impl`s and
+// `unsafe` blocks (layout constants, vtables); this module writes none itself.
+#![allow(unsafe_code)]
 
 use abi_stable::std_types::{RResult, RStr, RString, RVec};
 use abi_stable::type_layout::TypeLayout;

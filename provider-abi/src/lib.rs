@@ -95,7 +95,19 @@
 //! provider code is caught on the provider's side and becomes an error of kind
 //! [`ErrorKind::PANIC`]; it never unwinds into the host. Libraries built with
 //! `panic = "abort"` cannot catch panics, so the host refuses to load them.
-#![deny(missing_docs)]
+//!
+//! # Map
+//!
+//! - `provider`: [`Provider`], the trait an author implements, and
+//!   [`export_provider!`]; `keys`: its accepted config keys from its
+//!   `Config` type;
+//! - `types`: what crosses the boundary: [`Request`], [`Decision`],
+//!   [`Reason`], [`Verdict`]; `error`: [`ProviderError`];
+//! - `object`: the provider as an FFI-safe trait object, [`ProviderBox`];
+//! - `descriptor`: what the host finds under a provider's symbol, with the
+//!   ABI's versions and the older shapes ([`compat`]);
+//! - [`c_abi`]: the same interface as a plain C ABI;
+//! - `pattern`: tool-name patterns ([`glob`]), for providers' configs.
 // `#[sabi_trait]` expands to impls the `non_local_definitions` lint dislikes.
 #![allow(non_local_definitions)]
 

@@ -1,4 +1,7 @@
 //! The provider as an FFI-safe trait object.
+// `#[derive(StableAbi)]` and `#[sabi_trait]` expand to `unsafe impl`s and
+// `unsafe` blocks (layout constants, vtables); this module writes none itself.
+#![allow(unsafe_code)]
 
 use abi_stable::sabi_trait;
 use abi_stable::std_types::{RBox, RResult, RStr};

@@ -10,6 +10,12 @@
 //! error, never a decision: its user decides what that means (the host's
 //! `fail_closed`, a refused request), and the message says which server
 //! and why, never its password.
+//!
+//! # Map
+//!
+//! One file: [`RedisState`], the pool of connections to one server; a
+//! [`Reply`] and [`command`], one command and its reply; the tests at the
+//! bottom.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};

@@ -187,9 +187,11 @@ fn a_refusing_create_is_a_constructor_error_with_its_message() {
 }
 
 #[test]
+// Reads the fixture's counter of live providers through its C symbol.
+#[allow(unsafe_code)]
 fn every_provider_made_is_destroyed_once() {
     // The same file, opened again, is the library the host mapped.
-    // SAFETY (test): opening a workspace library whose initialisers are
+    // SAFETY: (test) opening a workspace library whose initialisers are
     // plain C; the function has the signature the fixture declares.
     let live = unsafe {
         let library = libloading::Library::new(library(FIXTURE)).unwrap();
@@ -199,7 +201,7 @@ fn every_provider_made_is_destroyed_once() {
         std::mem::forget(library);
         live
     };
-    // SAFETY (test): a plain C function reading an atomic counter.
+    // SAFETY: (test) a plain C function reading an atomic counter.
     let count = || unsafe { live() };
     let before = count();
     let providers: Vec<_> = (0..5).map(|_| scripted()).collect();

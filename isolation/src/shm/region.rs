@@ -14,6 +14,8 @@
 //! whenever, the host reads some value of the right type (never undefined
 //! behaviour), checks every length against the slot's size, and validates
 //! what it copied out as a protocol message.
+// Mapping the region, reading and writing it, futexes: each block says why
+// it is sound.
 #![allow(unsafe_code)]
 
 use std::io;

@@ -53,7 +53,12 @@
 //! assert_eq!(decision.reasons[0].message.as_str(), "tool 'bash' is denied");
 //! # Ok::<(), guardhost_abi::ProviderError>(())
 //! ```
-#![deny(missing_docs)]
+//!
+//! # Map
+//!
+//! One file: the config, [`AllowlistConfig`]; the provider,
+//! [`struct@AllowlistProvider`]; the characters that hide in a name,
+//! [`invisible`]. Its tests are in `tests.rs`.
 #![forbid(unsafe_code)]
 
 use std::collections::HashSet;

@@ -40,7 +40,11 @@
 //! assert!(approvals.evaluate(&Request::for_tool("read_file"))?.allow);
 //! # Ok::<(), guardhost_abi::ProviderError>(())
 //! ```
-#![deny(missing_docs)]
+//!
+//! # Map
+//!
+//! One file: the config, [`Config`], and the provider, [`Approvals`]; the
+//! tests at the bottom.
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;

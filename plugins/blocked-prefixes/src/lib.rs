@@ -33,7 +33,11 @@
 //! assert_eq!(decision.metadata_json.as_str(), r#"{"framework":"deerflow"}"#);
 //! # Ok::<(), guardhost_abi::ProviderError>(())
 //! ```
-#![deny(missing_docs)]
+//!
+//! # Map
+//!
+//! One file: the config, [`MyConfig`], and the provider,
+//! [`struct@MyGuardrailProvider`]; the tests at the bottom.
 #![forbid(unsafe_code)]
 
 use guardhost_abi::{Decision, Provider, ProviderError, Request};

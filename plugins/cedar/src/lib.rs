@@ -51,7 +51,18 @@
 //!
 //! This crate is both a provider library exporting the symbol
 //! `CedarGuardrailProvider` and a Rust library ([`Cedar`]).
-#![deny(missing_docs)]
+//!
+//! # Map
+//!
+//! - this file: the provider, [`Cedar`], and its decision;
+//! - `policies`: reading and checking the policies, the schema and the
+//!   entities ([`Compiled`]);
+//! - `request`: a tool call as a Cedar request, and what it [`Derive`]s;
+//! - `need`: what of the context the policies can read, so only that is
+//!   built;
+//! - `guard`: policies a call cannot satisfy, left out before Cedar
+//!   evaluates;
+//! - `shape`: a call's shape, so the schema checks each shape once.
 #![forbid(unsafe_code)]
 
 mod guard;

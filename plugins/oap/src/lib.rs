@@ -35,6 +35,17 @@
 //!
 //! Nothing is written to disk and every piece of state is behind a lock, so
 //! concurrent calls are safe.
+//!
+//! # Map
+//!
+//! - [`config`]: the provider's config keys; [`engine`]: the pipeline
+//!   above, in APort's order;
+//! - [`passport`]: reading, validating and reloading passports; [`watch`]:
+//!   noticing a passport file's change without a `stat` per call;
+//! - [`mapping`]: a tool's policy pack; [`packs`]: the packs, checked
+//!   natively or by the generic engine ([`generic`]);
+//! - [`rate`]: per-minute rate limits in memory; [`redis`]: the same in
+//!   Redis, for several processes.
 
 #![forbid(unsafe_code)]
 

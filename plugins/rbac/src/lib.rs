@@ -37,7 +37,12 @@
 //! assert_eq!(rbac.filter(Some("guest"), "tool", &["bash", "read_file"])?, ["read_file"]);
 //! # Ok::<(), String>(())
 //! ```
-#![deny(missing_docs)]
+//!
+//! # Map
+//!
+//! One file: the compiled roles, [`Rbac`], and what they grant,
+//! [`Authorized`]; the provider, [`struct@RbacAuthorizationProvider`], and its
+//! config, [`RbacConfig`]. Its tests are in `tests.rs`.
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeSet, HashMap, HashSet};

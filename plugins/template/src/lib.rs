@@ -18,6 +18,11 @@
 //! `export_provider!` line. `tests/conformance.rs` runs guardhost's
 //! conformance kit on the built library; README.md says how to make it
 //! yours.
+//!
+//! # Map
+//!
+//! One file, to copy: the config, [`Config`], and the provider,
+//! [`Template`]; the tests at the bottom.
 #![forbid(unsafe_code)]
 
 use guardhost_abi::{Decision, Provider, ProviderError, Request};

@@ -4,6 +4,14 @@
 //! command-line helpers (which need the `guardhost` binary) are in
 //! `cli/tests/support/`.
 //!
+//! # Map
+//!
+//! - this file: finding a workspace library ([`library`], [`use_of`]),
+//!   building providers and middleware from it ([`load`], [`middleware`]),
+//!   tool calls and config objects, files, and a process's memory and
+//!   children;
+//! - [`kit`]: what the conformance kit's tests share.
+//!
 //! ```
 //! use guardhost_test_support::{object, write};
 //! use serde_json::json;

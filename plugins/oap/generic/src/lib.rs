@@ -64,6 +64,18 @@
 //! );
 //! # Ok::<(), guardhost_oap_generic::PackError>(())
 //! ```
+//!
+//! # Map
+//!
+//! - [`pack`]: a pack read from its JSON and evaluated, and the reference
+//!   of what a pack may say; [`schema`]: its `required_context`;
+//! - `lexer`, `parser`: a rule's condition, text to expression;
+//!   `bind`: its names resolved once, at load;
+//! - `eval`: the evaluator (values, three-valued logic, paths, functions);
+//!   `assurance`: assurance levels; `time`: `to_timestamp`;
+//! - `state`: the counters and sets behind stateful names,
+//!   [`GenericState`]; `shared`: the same in Redis, through [`redis`];
+//! - `error`: why a pack could not be used, [`PackError`].
 
 #![forbid(unsafe_code)]
 
