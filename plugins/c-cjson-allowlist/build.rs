@@ -1,6 +1,6 @@
-// Compiles c/allowlist_cjson.c into the cdylib when pkg-config finds the
-// system's cJSON (`libcjson`) for the target being built; otherwise builds
-// the crate without it and says so through `BUILT_WITH_CJSON`.
+//! Compiles c/allowlist_cjson.c into the cdylib when pkg-config finds the
+//! system's cJSON (`libcjson`) for the target being built; otherwise builds
+//! the crate without it and says so through `BUILT_WITH_CJSON`.
 include!("../../build-support/c_provider.rs");
 
 fn main() {

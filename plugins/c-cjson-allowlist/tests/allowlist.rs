@@ -5,6 +5,10 @@
 //! an object). Without cJSON on the build machine the library exports
 //! nothing, and the tests say they were skipped.
 
+// Calling the library's C functions directly (`Raw`) is what this test
+// is for; each `unsafe` block says why it holds.
+#![allow(unsafe_code)]
+
 use guardhost_test_support::{load, object, try_load};
 use serde_json::{json, Value};
 
@@ -110,7 +114,7 @@ struct Raw {
 
 impl Raw {
     fn open(library: &std::path::Path, config: &str) -> Raw {
-        // SAFETY (test): the workspace's own library, whose initialisers
+        // SAFETY: the workspace's own library, whose initialisers
         // are plain C; the symbol is a `guardhost_descriptor` (guardhost.h),
         // which `CDescriptor` lays out; the library is never unloaded, so
         // the descriptor and its functions stay valid.
@@ -123,7 +127,7 @@ impl Raw {
             descriptor
         };
         let (mut provider, mut error, mut error_len) = (std::ptr::null_mut(), std::ptr::null_mut(), 0);
-        // SAFETY (test): `create` as guardhost.h describes it: the config
+        // SAFETY: `create` as guardhost.h describes it: the config
         // is valid for the call, the out-pointers point to locals.
         let status = unsafe {
             (descriptor.create.unwrap())(
@@ -141,7 +145,7 @@ impl Raw {
     /// `evaluate` on `request`: the status and the text handed back.
     fn evaluate(&self, request: &str) -> (i32, String) {
         let (mut output, mut output_len) = (std::ptr::null_mut(), 0);
-        // SAFETY (test): `evaluate` as guardhost.h describes it, on a
+        // SAFETY: `evaluate` as guardhost.h describes it, on a
         // provider `create` made; the request is valid for the call.
         let status = unsafe {
             (self.descriptor.evaluate.unwrap())(
@@ -158,7 +162,7 @@ impl Raw {
 
 impl Drop for Raw {
     fn drop(&mut self) {
-        // SAFETY (test): the provider `create` made, destroyed once, with
+        // SAFETY: the provider `create` made, destroyed once, with
         // no call running.
         unsafe { (self.descriptor.destroy.unwrap())(self.provider) }
     }
@@ -169,7 +173,7 @@ fn take(descriptor: &guardhost_abi::c_abi::CDescriptor, buffer: *mut std::ffi::c
     if buffer.is_null() {
         return String::new();
     }
-    // SAFETY (test): the library handed over `len` bytes at `buffer`, to be
+    // SAFETY: the library handed over `len` bytes at `buffer`, to be
     // freed with its `free_buffer`, once.
     unsafe {
         let text = String::from_utf8_lossy(std::slice::from_raw_parts(buffer.cast::<u8>(), len)).into_owned();
@@ -210,7 +214,7 @@ fn text_this_host_never_writes_is_an_error_not_a_decision() {
     // A key twice in the config is refused when the library is built.
     let (mut provider, mut error, mut error_len) = (std::ptr::null_mut(), std::ptr::null_mut(), 0);
     let config = r#"{"denied_tools": [], "denied_tools": ["bash"]}"#;
-    // SAFETY (test): as in `Raw::open`.
+    // SAFETY: as in `Raw::open`.
     let status = unsafe {
         (raw.descriptor.create.unwrap())(
             config.as_ptr().cast(),
