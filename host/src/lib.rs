@@ -3,7 +3,9 @@
 //!
 //! It reads a `guardrails:` YAML section, loads the provider named by
 //! `use: path/to/libfoo.so:Symbol` (a library built against
-//! [`guardhost_abi`]) or a built-in one, checks the library's ABI, constructs
+//! [`guardhost_abi`]) or a built-in one (`builtin:Symbol`, a provider the
+//! program registered: `guardhost-builtins` registers the shipped ones, in
+//! one call; the library links no provider), checks the library's ABI, constructs
 //! the provider from `provider.config`, and wraps every tool call in a
 //! [`GuardrailMiddleware`] that behaves exactly like DeerFlow's: a denied
 //! call becomes an error tool message the agent can read and adapt to.
@@ -21,6 +23,8 @@
 //!     use: builtin:AllowlistProvider
 //!     config: { denied_tools: [bash] }
 //! ";
+//! // The shipped providers (the library links none of its own).
+//! guardhost_builtins::register();
 //! let config = LoadedConfig::from_yaml(yaml, ".".into(), ConfigOrigin::Embedded, |_| None)?;
 //! let guardrail = install(&config)?.expect("enabled with a provider");
 //!
@@ -41,6 +45,9 @@
 //! - [`config`]: the `guardrails:` section, defaults, `$ENV_VAR` secrets
 //!   (`yaml`: reading it, with line and column in errors);
 //! - [`resolve`]: parsing `use:` and finding the library file;
+//! - `registry`: the providers a program builds in ([`register_builtin`]),
+//!   and the checks a provider registers for the host to run
+//!   ([`register_default_role_check`]);
 //! - [`permissions`]: who may change a library or config file (`StrictModes`;
 //!   on Windows from access-control lists: the rule in `access`, read
 //!   through `acl`, the FFI boundary to `advapi32`);
@@ -110,6 +117,7 @@ pub mod paths;
 mod pe;
 pub mod permissions;
 pub mod provider;
+mod registry;
 pub mod reload;
 pub mod reply;
 pub mod request;
@@ -130,7 +138,7 @@ pub use config::{
     AuthorizationConfig, ConfigError, ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode,
     ProviderSpec, Transport, ALLOW_INSECURE_CONFIG_VAR, REQUIRE_GUARDRAIL_VAR,
 };
-pub use instantiate::{instantiate, locate, register_builtin, Descriptor};
+pub use instantiate::{instantiate, locate, Descriptor};
 pub use launch::{install_launcher, Launcher};
 pub use load_error::{LoadError, LoadErrorKind};
 pub use loader::LibraryDescriptor;
@@ -141,6 +149,7 @@ pub use middleware::{
 };
 pub use outcome::{rewritten_args, Approval, Ask, OUTCOME_KEY};
 pub use provider::{block_on, AbiProvider, BoxFuture, GuardrailProvider, Interrupt, ProviderFailure};
+pub use registry::{register_builtin, register_default_role_check, DefaultRoleCheck};
 pub use reload::{ReloadError, ReloadPolicy, ReloadStatus, Reloader};
 pub use request::{
     Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Held, RequestError,

@@ -221,21 +221,16 @@ fn duplicate_name(guards: &[Guard]) -> Option<&str> {
 
 /// DeerFlow checks `default_role` against the RBAC provider's roles when
 /// it builds the provider: an unknown fallback role fails here, not as an
-/// empty tool set later.
+/// empty tool set later. The provider registers the check
+/// ([`crate::registry::register_default_role_check`]).
 fn check_default_role(
     spec: &ProviderSpec,
     info: &ProviderInfo,
     default_role: &str,
 ) -> Result<(), BuildError> {
-    if info.name != "rbac" {
-        return Ok(());
-    }
-    let Some(roles) = spec.config.get("roles") else { return Ok(()) };
-    let Ok(rbac) = guardhost_rbac::Rbac::compile(roles) else { return Ok(()) };
-    rbac.validate_role(default_role, "authorization.default_role").map_err(|error| {
-        BuildError::Authorization {
-            message: format!("Invalid authorization default_role for provider '{}': {error}", spec.use_),
-        }
+    let Some(check) = crate::registry::default_role_check(&info.name) else { return Ok(()) };
+    check(&spec.config, default_role).map_err(|error| BuildError::Authorization {
+        message: format!("Invalid authorization default_role for provider '{}': {error}", spec.use_),
     })
 }
 

@@ -35,6 +35,7 @@ authorization:
 ";
 
 fn config(yaml: &str) -> Result<LoadedConfig, guardhost::ConfigError> {
+    guardhost_builtins::register();
     LoadedConfig::from_yaml(yaml, Path::new("/").into(), ConfigOrigin::Embedded, |_| None)
 }
 

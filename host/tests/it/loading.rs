@@ -276,7 +276,10 @@ fn an_unknown_key_is_rejected_before_construction_with_the_accepted_list() {
 #[test]
 fn an_unknown_builtin_lists_the_builtins() {
     let e = try_load("builtin:OAPGuardrailProvider", Map::new()).unwrap_err().to_string();
-    assert_eq!(e, "`use: builtin:OAPGuardrailProvider` names no built-in provider; the built-ins are: builtin:AllowlistProvider, builtin:RbacAuthorizationProvider, builtin:ApprovalGuardrailProvider");
+    // Cedar follows when the build turns on guardhost-builtins' `cedar`.
+    let listed = "`use: builtin:OAPGuardrailProvider` names no built-in provider; the built-ins are: \
+                  builtin:AllowlistProvider, builtin:RbacAuthorizationProvider, builtin:ApprovalGuardrailProvider";
+    assert!(e.starts_with(listed), "{e}");
 }
 
 #[test]

@@ -619,6 +619,7 @@ fn warn_and_observe_let_a_denied_call_run_and_record_what_would_have_been_denied
 
 /// What a config's guardrail audits for `tool`, with `context`.
 fn config_audited(yaml: &str, tool: &str, context: Value) -> Vec<AuditEvent> {
+    guardhost_builtins::register();
     let config = guardhost::LoadedConfig::from_yaml(
         yaml,
         std::path::Path::new("/").into(),

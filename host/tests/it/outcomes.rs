@@ -25,6 +25,7 @@ fn test_providers() -> String {
 }
 
 fn guardrail(yaml: &str) -> Guardrail {
+    guardhost_builtins::register();
     let config =
         LoadedConfig::from_yaml(yaml, Path::new("/").into(), ConfigOrigin::Embedded, |_| None).unwrap();
     install(&config).unwrap().expect("a guardrail")

@@ -23,6 +23,7 @@ const DISGUISED: [(&str, &str); 4] =
     [("bash\u{200B}", "U+200B"), ("bash\u{0}", "U+0000"), ("bash ", "U+0020"), (" bash", "U+0020")];
 
 fn guardrail(yaml: &str) -> Guardrail {
+    guardhost_builtins::register();
     let config =
         LoadedConfig::from_yaml(yaml, Path::new("/").into(), ConfigOrigin::Embedded, |_| None).unwrap();
     install(&config).unwrap().expect("a guardrail")
