@@ -8,9 +8,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::authorization::{filter_tools, usable_names, AuthorizationAdapter, FilterError, ADAPTER_NAME};
+use crate::built::{BuildError, LoadedProvider, ProviderInfo};
 use crate::config::{LoadedConfig, ProviderSpec};
 use crate::decision_log::DecisionLog;
-use crate::instantiate::{instantiate_with, BuildError, LoadedProvider, ProviderInfo};
+use crate::instantiate::instantiate_with;
 use crate::middleware::{Guard, GuardKind, GuardrailMiddleware, ToolSelector};
 use crate::provider::GuardrailProvider;
 

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use guardhost::middleware::StepAnswer;
 use guardhost::tool_name::INVALID_CODE;
+use guardhost::StepAnswer;
 use guardhost::{
     install, AuditAction, ConfigOrigin, Guardrail, GuardrailDecision, LoadedConfig, MemoryAuditSink,
     ToolCallError, ToolCallRequest,
