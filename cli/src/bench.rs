@@ -539,6 +539,7 @@ mod tests {
     #[test]
     fn every_call_is_answered_once_on_both_paths() {
         let config = LoadedConfig::embedded_default();
+        guardhost_builtins::register();
         let guardrail = guardhost::install(&config).unwrap().unwrap();
         for use_async in [false, true] {
             let m = measure(&guardrail.middleware, 1_001, 4, use_async, None);
@@ -564,6 +565,7 @@ mod tests {
     #[test]
     fn paced_callers_make_no_more_calls_than_asked_and_the_cpu_is_reported() {
         let config = LoadedConfig::embedded_default();
+        guardhost_builtins::register();
         let guardrail = guardhost::install(&config).unwrap().unwrap();
         for use_async in [false, true] {
             // 40 calls a caller, one every 2 ms: at least 78 ms.

@@ -11,7 +11,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use guardhost::outcome::outcome_of;
+use guardhost::outcome_of;
 use guardhost::{install, GuardrailMiddleware, LoadedConfig, ToolCall, ToolCallError, ToolCallRequest};
 use guardhost_lines::jsonl::{parse_line, read_line, Line, DEFAULT_MAX_LINE_BYTES};
 use serde::Serialize;

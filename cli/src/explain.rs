@@ -9,9 +9,9 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use guardhost::middleware::StepAnswer;
-use guardhost::outcome::outcome_of;
+use guardhost::outcome_of;
 use guardhost::GuardrailDecision;
+use guardhost::StepAnswer;
 #[cfg(feature = "cedar")]
 use guardhost::{GuardrailRequest, ProviderSpec};
 
@@ -85,7 +85,7 @@ fn said(decision: &GuardrailDecision, provider_error: bool) -> String {
 /// those that did not match.
 fn cedar(spec: &ProviderSpec, base_dir: &Path, request: &GuardrailRequest) -> Result<(), CliError> {
     let explained = compile_cedar(spec, base_dir)?
-        .and_then(|cedar| guardhost::provider::with_abi_request(request, |abi| cedar.explain(abi)));
+        .and_then(|cedar| guardhost::with_abi_request(request, |abi| cedar.explain(abi)));
     let explained = match explained {
         Ok(explained) => explained,
         Err(problem) => return outln!("       (the policies cannot be explained: {problem})"),

@@ -153,10 +153,9 @@ fn main() -> ExitCode {
     // `isolation: process` and `command:` providers start through
     // guardhost-isolation.
     guardhost_isolation::install();
-    // The Cedar provider, built in for this program (the library does not
-    // link it): `use: builtin:CedarGuardrailProvider`.
-    #[cfg(feature = "cedar")]
-    guardhost::register_builtin("CedarGuardrailProvider", &guardhost_cedar::CedarGuardrailProvider);
+    // The shipped providers, built in for this program (the library links
+    // none): `use: builtin:AllowlistProvider` and the others.
+    guardhost_builtins::register();
     // A benchmark logs errors only by default: a warning per denial would
     // measure the terminal, not the guardrail.
     init_logging(match cli.command {

@@ -128,7 +128,7 @@ impl PolicyLister for CedarLister {
     }
 
     fn deciding(&self, request: &guardhost::GuardrailRequest) -> Result<Policies, String> {
-        let explained = guardhost::provider::with_abi_request(request, |abi| self.0.explain(abi))?;
+        let explained = guardhost::with_abi_request(request, |abi| self.0.explain(abi))?;
         Ok(Policies { deciding: explained.determining })
     }
 }

@@ -51,7 +51,7 @@ pub struct Security {
 
 /// What the rule says of one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum AccessVerdict {
     /// Only trusted accounts can change it.
     Safe,
     /// It belongs to an untrusted account (an owner may always change its
@@ -104,16 +104,16 @@ pub const DIRECTORY_RIGHTS: [(u32, &str); 6] = [
 /// its owner must be `me` or trusted; an entry of a kind not read is
 /// refused; no DACL at all grants everyone everything; and no untrusted
 /// account may hold a right that changes it.
-pub fn judge(security: &Security, is_dir: bool, me: &str) -> Verdict {
+pub fn judge(security: &Security, is_dir: bool, me: &str) -> AccessVerdict {
     let trusted = |sid: &str| sid == me || TRUSTED_SIDS.contains(&sid);
     if !trusted(&security.owner.sid) {
-        return Verdict::Owner(security.owner.clone());
+        return AccessVerdict::Owner(security.owner.clone());
     }
     if let Some(kind) = security.unread.first() {
-        return Verdict::Unread(*kind);
+        return AccessVerdict::Unread(*kind);
     }
     let Some(grants) = &security.grants else {
-        return Verdict::Granted {
+        return AccessVerdict::Granted {
             account: "everyone".into(),
             sid: "S-1-1-0".into(),
             rights: "every right (it has no access-control list at all)".into(),
@@ -124,19 +124,19 @@ pub fn judge(security: &Security, is_dir: bool, me: &str) -> Verdict {
         let named: Vec<&str> =
             rights.iter().filter(|(bit, _)| grant.mask & bit != 0).map(|(_, name)| *name).collect();
         if !named.is_empty() {
-            return Verdict::Granted {
+            return AccessVerdict::Granted {
                 account: grant.account.to_string(),
                 sid: grant.account.sid.clone(),
                 rights: named.join(", "),
             };
         }
     }
-    Verdict::Safe
+    AccessVerdict::Safe
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{judge, Account, Grant, Security, Verdict};
+    use super::{judge, AccessVerdict, Account, Grant, Security};
 
     const ME: &str = "S-1-5-21-1-2-3-1001";
 
@@ -165,11 +165,11 @@ mod tests {
 
     #[test]
     fn the_user_the_system_and_the_administrators_may_change_it_others_may_read() {
-        assert_eq!(judge(&security(ME, &USUAL), false, ME), Verdict::Safe);
-        assert_eq!(judge(&security(ME, &USUAL), true, ME), Verdict::Safe);
+        assert_eq!(judge(&security(ME, &USUAL), false, ME), AccessVerdict::Safe);
+        assert_eq!(judge(&security(ME, &USUAL), true, ME), AccessVerdict::Safe);
         assert_eq!(
             judge(&security("S-1-5-32-544", &USUAL), false, ME),
-            Verdict::Safe,
+            AccessVerdict::Safe,
             "owned by the administrators"
         );
         assert_eq!(
@@ -178,7 +178,7 @@ mod tests {
                 true,
                 ME
             ),
-            Verdict::Safe,
+            AccessVerdict::Safe,
             "owned by TrustedInstaller"
         );
     }
@@ -187,17 +187,21 @@ mod tests {
     fn a_right_that_changes_it_granted_to_another_account_is_named() {
         let mut grants = USUAL.to_vec();
         grants.push(("S-1-5-11", 0x0001_0116)); // Authenticated Users: write, append, delete
-        let Verdict::Granted { sid, rights, .. } = judge(&security(ME, &grants), false, ME) else { panic!() };
+        let AccessVerdict::Granted { sid, rights, .. } = judge(&security(ME, &grants), false, ME) else {
+            panic!()
+        };
         assert_eq!((sid.as_str(), rights.as_str()), ("S-1-5-11", "write, append, delete"));
         // On a directory, adding entries is harmless; deleting them is not.
-        assert_eq!(judge(&security(ME, &[("S-1-5-11", 0x0000_0006)]), true, ME), Verdict::Safe);
-        let Verdict::Granted { rights, .. } = judge(&security(ME, &[("S-1-5-11", 0x0000_0046)]), true, ME)
+        assert_eq!(judge(&security(ME, &[("S-1-5-11", 0x0000_0006)]), true, ME), AccessVerdict::Safe);
+        let AccessVerdict::Granted { rights, .. } =
+            judge(&security(ME, &[("S-1-5-11", 0x0000_0046)]), true, ME)
         else {
             panic!()
         };
         assert_eq!(rights, "delete what it holds");
         // Generic rights count too.
-        let Verdict::Granted { rights, .. } = judge(&security(ME, &[("S-1-1-0", 0x1000_0000)]), false, ME)
+        let AccessVerdict::Granted { rights, .. } =
+            judge(&security(ME, &[("S-1-1-0", 0x1000_0000)]), false, ME)
         else {
             panic!()
         };
@@ -207,12 +211,12 @@ mod tests {
     #[test]
     fn another_owner_no_list_and_an_unread_entry_are_refused() {
         assert!(
-            matches!(judge(&security("S-1-5-21-9-9-9-2000", &USUAL), false, ME), Verdict::Owner(a) if a.sid == "S-1-5-21-9-9-9-2000")
+            matches!(judge(&security("S-1-5-21-9-9-9-2000", &USUAL), false, ME), AccessVerdict::Owner(a) if a.sid == "S-1-5-21-9-9-9-2000")
         );
         let open = Security { grants: None, ..security(ME, &[]) };
-        assert!(matches!(judge(&open, false, ME), Verdict::Granted { sid, .. } if sid == "S-1-1-0"));
+        assert!(matches!(judge(&open, false, ME), AccessVerdict::Granted { sid, .. } if sid == "S-1-1-0"));
         let unread = Security { unread: vec![5], ..security(ME, &USUAL) };
-        assert_eq!(judge(&unread, false, ME), Verdict::Unread(5));
+        assert_eq!(judge(&unread, false, ME), AccessVerdict::Unread(5));
     }
 
     #[test]

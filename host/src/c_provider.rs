@@ -22,7 +22,7 @@ use guardhost_abi::c_abi::{c_flags, c_status, CDescriptor, FreeBufferFn, C_DESCR
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::loader::LoadErrorKind;
+use crate::load_error::LoadErrorKind;
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, Interrupt, ProviderFailure};
 use crate::request::{GuardrailDecision, GuardrailReason, GuardrailRequest};
 
@@ -97,9 +97,9 @@ impl CFactory {
             }
         }
         if raw.flags & c_flags::TAKES_FRAMEWORK != 0
-            && !accepted_keys.iter().any(|k| k == crate::instantiate::FRAMEWORK_KEY)
+            && !accepted_keys.iter().any(|k| k == crate::built::FRAMEWORK_KEY)
         {
-            accepted_keys.push(crate::instantiate::FRAMEWORK_KEY.to_owned());
+            accepted_keys.push(crate::built::FRAMEWORK_KEY.to_owned());
         }
         Ok(CFactory { raw: Static(raw), name, accepted_keys })
     }

@@ -35,8 +35,8 @@ use std::borrow::Cow;
 
 use self::mask::MaskPattern;
 use crate::audit::AuditProvider;
-pub use crate::config::decision_log::{DecisionLogConfig, WhenFull};
 use crate::config::Mode;
+pub use crate::config::{DecisionLogConfig, WhenFull};
 use crate::request::{CallView, GuardrailDecision};
 
 /// One decided call, as the log writes it.

@@ -6,9 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use abi_stable::std_types::{RResult, RStr, RString};
-use guardhost_abi::{ProviderDescriptor, ProviderFactoryRef};
+use guardhost_abi::ProviderFactoryRef;
 use serde_json::{Map, Value};
 
+// Re-exported for the isolation client's paths only (see the crate root);
+// the library's own modules take these from `built`.
 pub use crate::built::{
     AbiKind, BuildError, LoadedProvider, ProviderInfo, ProviderSource, FRAMEWORK_KEY, FRAMEWORK_VALUE,
 };
@@ -18,35 +20,6 @@ use crate::load_error::LoadErrorKind;
 use crate::loader::{self, FileChecks, LibraryDescriptor};
 use crate::provider::{failure, AbiProvider, GuardrailProvider, ProviderFailure};
 use crate::resolve::{self, UseTarget};
-
-/// The providers built into the host, by symbol, then those a program
-/// registered ([`register_builtin`]).
-fn builtins() -> Vec<(&'static str, &'static ProviderDescriptor)> {
-    let mut all: Vec<(&'static str, &'static ProviderDescriptor)> = vec![
-        ("AllowlistProvider", &guardhost_allowlist::AllowlistProvider),
-        ("RbacAuthorizationProvider", &guardhost_rbac::RbacAuthorizationProvider),
-        ("ApprovalGuardrailProvider", &guardhost_approvals::ApprovalGuardrailProvider),
-    ];
-    all.extend(REGISTERED.read().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().copied());
-    all
-}
-
-/// Providers a program added to the built-ins.
-static REGISTERED: std::sync::RwLock<Vec<(&'static str, &'static ProviderDescriptor)>> =
-    std::sync::RwLock::new(Vec::new());
-
-/// Makes the provider `descriptor` (a Rust provider linked into this
-/// program, exported with `export_provider!`) available as
-/// `builtin:<symbol>`, so that a program can offer providers the library
-/// does not link (the `guardhost` command and `guardhost-server` register the
-/// Cedar provider). Registering a symbol again, or one of the library's
-/// own built-ins, changes nothing.
-pub fn register_builtin(symbol: &'static str, descriptor: &'static ProviderDescriptor) {
-    if builtins().iter().any(|(name, _)| *name == symbol) {
-        return;
-    }
-    REGISTERED.write().unwrap_or_else(|poisoned| poisoned.into_inner()).push((symbol, descriptor));
-}
 
 /// Resolves, loads, checks and constructs the provider of `spec`. Relative
 /// library paths are resolved against `base_dir`.
@@ -105,13 +78,8 @@ pub fn locate(use_: &str, base_dir: &Path) -> Result<Descriptor, BuildError> {
 pub fn locate_checked(use_: &str, base_dir: &Path, checks: &FileChecks) -> Result<Descriptor, BuildError> {
     match resolve::parse_use(use_)? {
         UseTarget::Builtin { symbol } => {
-            let found = builtins().into_iter().find(|(name, _)| *name == symbol);
-            let Some((_, descriptor)) = found else {
-                let available = builtins()
-                    .iter()
-                    .map(|(name, _)| format!("builtin:{name}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
+            let Some(descriptor) = crate::registry::builtin(&symbol) else {
+                let available = crate::registry::builtin_names();
                 return Err(BuildError::UnknownBuiltin { value: use_.to_owned(), available });
             };
             Ok(Descriptor {

@@ -29,7 +29,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::bytes::NotWhole;
 use crate::c_provider::CFactory;
-pub use crate::load_error::{LoadError, LoadErrorKind};
+use crate::load_error::{LoadError, LoadErrorKind};
 use crate::permissions::Subject;
 use abi_stable::abi_stability::abi_checking::AbiInstabilityErrors;
 use guardhost_abi::c_abi::{CDescriptor, CDescriptorHeader, C_ABI_MAJOR, C_DESCRIPTOR_MIN_SIZE, C_MAGIC};

@@ -248,19 +248,21 @@ pub fn check(path: &Path, subject: Subject) -> Result<(), PermissionError> {
 
 #[cfg(windows)]
 fn check_security(at: &Path, is_dir: bool, me: &str, subject: Subject) -> Result<(), PermissionError> {
-    use crate::access::Verdict;
+    use crate::access::AccessVerdict;
     let security = crate::acl::read(at)
         .map_err(|e| PermissionError::Uninspectable { path: at.to_path_buf(), reason: e.to_string() })?;
     let path = at.to_path_buf();
     match crate::access::judge(&security, is_dir, me) {
-        Verdict::Safe => Ok(()),
-        Verdict::Owner(owner) => Err(PermissionError::OwnedBy { path, account: owner.to_string(), subject }),
-        Verdict::Granted { account, sid, rights } => Err(PermissionError::GrantedTo {
+        AccessVerdict::Safe => Ok(()),
+        AccessVerdict::Owner(owner) => {
+            Err(PermissionError::OwnedBy { path, account: owner.to_string(), subject })
+        }
+        AccessVerdict::Granted { account, sid, rights } => Err(PermissionError::GrantedTo {
             path,
             grantee: Box::new(Grantee { account, sid, rights }),
             subject,
         }),
-        Verdict::Unread(kind) => Err(PermissionError::Uninspectable {
+        AccessVerdict::Unread(kind) => Err(PermissionError::Uninspectable {
             path,
             reason: format!(
                 "its access-control list has an allowing entry of type {kind}, which guardhost does not read"

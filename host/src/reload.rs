@@ -37,8 +37,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+use crate::built::{BuildError, ProviderSource};
 use crate::config::{ConfigError, LoadedConfig};
-use crate::instantiate::{BuildError, ProviderSource};
 use crate::resolve::{library_candidates, parse_use, UseTarget};
 use crate::setup::{install_with, Guardrail};
 

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::authorization::{filter_tools, usable_names, AuthorizationAdapter, FilterError, ADAPTER_NAME};
+use crate::built::{BuildError, LoadedProvider, ProviderInfo};
 use crate::config::{LoadedConfig, ProviderSpec};
 use crate::decision_log::DecisionLog;
-use crate::instantiate::{instantiate_with, BuildError, LoadedProvider, ProviderInfo};
+use crate::instantiate::instantiate_with;
 use crate::middleware::{Guard, GuardKind, GuardrailMiddleware, ToolSelector};
 use crate::provider::GuardrailProvider;
 
@@ -221,21 +222,16 @@ fn duplicate_name(guards: &[Guard]) -> Option<&str> {
 
 /// DeerFlow checks `default_role` against the RBAC provider's roles when
 /// it builds the provider: an unknown fallback role fails here, not as an
-/// empty tool set later.
+/// empty tool set later. The provider registers the check
+/// ([`crate::registry::register_default_role_check`]).
 fn check_default_role(
     spec: &ProviderSpec,
     info: &ProviderInfo,
     default_role: &str,
 ) -> Result<(), BuildError> {
-    if info.name != "rbac" {
-        return Ok(());
-    }
-    let Some(roles) = spec.config.get("roles") else { return Ok(()) };
-    let Ok(rbac) = guardhost_rbac::Rbac::compile(roles) else { return Ok(()) };
-    rbac.validate_role(default_role, "authorization.default_role").map_err(|error| {
-        BuildError::Authorization {
-            message: format!("Invalid authorization default_role for provider '{}': {error}", spec.use_),
-        }
+    let Some(check) = crate::registry::default_role_check(&info.name) else { return Ok(()) };
+    check(&spec.config, default_role).map_err(|error| BuildError::Authorization {
+        message: format!("Invalid authorization default_role for provider '{}': {error}", spec.use_),
     })
 }
 

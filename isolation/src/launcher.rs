@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use guardhost::launch::Launcher;
-use guardhost::load_error::list_paths;
+use guardhost::list_paths;
 use guardhost::{BuildError, LoadedProvider, ProviderSpec};
 
 use crate::client::{ProcessProvider, SERVER_ENV};
@@ -36,7 +36,7 @@ impl Launcher for ProcessLauncher {
 /// every spec with `isolation: process` or `command:` it builds starts here.
 /// Call it once at start; calling it again does nothing.
 pub fn install() {
-    guardhost::install_launcher(&ProcessLauncher);
+    guardhost::launch::install_launcher(&ProcessLauncher);
 }
 
 /// Finds the program to run a provider process in: `$GUARDHOST_BIN`, else

@@ -19,9 +19,9 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use guardhost::config::ProviderSpec;
-use guardhost::provider::{Evaluation, Interrupt, ProviderFailure};
-use guardhost::request::{CallView, GuardrailDecision, GuardrailRequest};
+use guardhost::ProviderSpec;
+use guardhost::{CallView, GuardrailDecision, GuardrailRequest};
+use guardhost::{Evaluation, Interrupt, ProviderFailure};
 
 /// The protocol version this build speaks. Host and server must agree.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -11,10 +11,10 @@ use super::protocol::{
     self, FrameError, FrameWriter, FromServer, Outcome, SharedMemory, SharedMemoryOffer, ToServer,
     PROTOCOL_VERSION,
 };
-use guardhost::config::Isolation;
-use guardhost::instantiate::{instantiate_with, BuildError};
-use guardhost::loader::{LoadError, LoadErrorKind};
-use guardhost::provider::{evaluate_here, GuardrailProvider};
+use guardhost::Isolation;
+use guardhost::{evaluate_here, GuardrailProvider};
+use guardhost::{instantiate_with, BuildError};
+use guardhost::{LoadError, LoadErrorKind};
 
 pub use crate::protocol::MAX_SERVER_THREADS;
 

@@ -15,9 +15,9 @@ use super::report::shorten;
 use crate::finding::{Finding, Recorder};
 use crate::options::Options;
 use crate::report::CaseId;
-use guardhost::config::{Isolation, ProviderSpec, Transport};
-use guardhost::instantiate::{BuildError, LoadedProvider, ProviderInfo, FRAMEWORK_KEY};
-use guardhost::provider::GuardrailProvider;
+use guardhost::GuardrailProvider;
+use guardhost::{BuildError, LoadedProvider, ProviderInfo, FRAMEWORK_KEY};
+use guardhost::{Isolation, ProviderSpec, Transport};
 use guardhost_isolation::{server_program, ProcessProvider};
 
 /// How the loader's permission error ends (`LoadErrorKind::Permissions`).

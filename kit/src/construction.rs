@@ -7,8 +7,8 @@ use super::report::shorten;
 use crate::finding::{Finding, Recorder};
 use crate::options::Options;
 use crate::report::CaseId;
-use guardhost::instantiate::{BuildError, Descriptor, LoadedProvider, FRAMEWORK_KEY, FRAMEWORK_VALUE};
-use guardhost::provider::ProviderFailure;
+use guardhost::ProviderFailure;
+use guardhost::{BuildError, Descriptor, LoadedProvider, FRAMEWORK_KEY, FRAMEWORK_VALUE};
 
 /// A config key no provider declares.
 pub(crate) const UNKNOWN_KEY: &str = "guardhost_conformance_unknown_key";

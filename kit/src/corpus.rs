@@ -8,7 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
-use guardhost::request::{GuardrailRequest, ToolCallRequest};
+use guardhost::{GuardrailRequest, ToolCallRequest};
 
 /// One request of the corpus.
 #[derive(Debug, Clone)]

@@ -12,8 +12,8 @@ use crate::finding::{Finding, Recorder};
 use crate::options::Options;
 use crate::outcome::Outcome;
 use crate::report::CaseId;
-use guardhost::instantiate::LoadedProvider;
-use guardhost::provider::{block_on, GuardrailProvider};
+use guardhost::LoadedProvider;
+use guardhost::{block_on, GuardrailProvider};
 
 /// After this many hung calls in one pass, the rest of the pass is not sent.
 const MAX_HUNG_CALLS: usize = 3;

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::corpus::Probe;
-use guardhost::request::GuardrailRequest;
+use guardhost::GuardrailRequest;
 
 /// A small, fast, seedable generator (SplitMix64): the same seed gives the
 /// same requests on every machine and in every version of this module's

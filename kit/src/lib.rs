@@ -19,6 +19,7 @@
 //! # fn main() {
 //! use guardhost_kit::{self as conformance, Options};
 //!
+//! guardhost_builtins::register();
 //! let report = conformance::run("builtin:AllowlistProvider", &Default::default(), &Options::quick());
 //! assert!(report.passed(), "{}", report.to_text());
 //! # }

@@ -14,7 +14,7 @@ use crate::finding::{Finding, Recorder};
 use crate::options::Options;
 use crate::outcome::Outcome;
 use crate::report::CaseId;
-use guardhost::provider::GuardrailProvider;
+use guardhost::GuardrailProvider;
 use serde_json::{Map, Value};
 
 /// Reads the resident memory of the process the provider's code runs in,

@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 use super::corpus::Probe;
 use super::report::shorten;
 use crate::outcome::Outcome;
-use guardhost::request::GuardrailRequest;
+use guardhost::GuardrailRequest;
 
 /// The argument a request carries, and so the field a provider might keep
 /// in shared state.
@@ -487,7 +487,7 @@ fn in_turn(answers: Vec<(Outcome, Vec<&Candidate>)>) -> Vec<(&Candidate, Outcome
 #[cfg(test)]
 mod tests {
     use super::*;
-    use guardhost::request::GuardrailDecision;
+    use guardhost::GuardrailDecision;
 
     fn decided(allow: bool) -> Outcome {
         let code = if allow { "oap.allowed" } else { "oap.path_not_allowed" };

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use guardhost::config::Isolation;
+use guardhost::Isolation;
 
 /// How hard the kit pushes.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,8 +1,8 @@
 //! What one evaluation came to ([`Outcome`]), compared across passes,
 //! paths and threads.
 
-use guardhost::provider::ProviderFailure;
-use guardhost::request::GuardrailDecision;
+use guardhost::GuardrailDecision;
+use guardhost::ProviderFailure;
 
 use crate::report::shorten;
 

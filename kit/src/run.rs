@@ -8,12 +8,10 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use guardhost::config::Isolation;
-use guardhost::instantiate::{
-    locate_checked, BuildError, Descriptor, LoadedProvider, FRAMEWORK_KEY, FRAMEWORK_VALUE,
-};
-use guardhost::loader::{FileChecks, LoadError, LoadErrorKind};
-use guardhost::provider::GuardrailProvider;
+use guardhost::GuardrailProvider;
+use guardhost::Isolation;
+use guardhost::{locate_checked, BuildError, Descriptor, LoadedProvider, FRAMEWORK_KEY, FRAMEWORK_VALUE};
+use guardhost::{FileChecks, LoadError, LoadErrorKind};
 
 use crate::call::with_deadline;
 use crate::finding::{Finding, Recorder};

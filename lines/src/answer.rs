@@ -7,11 +7,9 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use guardhost::middleware::{denied_message, GuardrailMiddleware};
-use guardhost::outcome::{outcome_of, rewritten_args, OUTCOME_KEY};
-use guardhost::request::{
-    GuardrailDecision, GuardrailReason, ToolCall, ToolCallRequest, ToolMessage, ToolStatus,
-};
+use guardhost::{denied_message, GuardrailMiddleware};
+use guardhost::{outcome_of, rewritten_args, OUTCOME_KEY};
+use guardhost::{GuardrailDecision, GuardrailReason, ToolCall, ToolCallRequest, ToolMessage, ToolStatus};
 use guardhost::{Interrupt, ToolCallError};
 
 /// How each call is answered.

@@ -16,8 +16,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use guardhost::middleware::{denied_message, Guard, GuardKind};
-use guardhost::provider::aevaluate_call;
+use guardhost::aevaluate_call;
+use guardhost::{denied_message, Guard, GuardKind};
 use guardhost::{
     Approval, Ask, CallView, Guardrail, Mode, Timestamp, ToolCallError, ToolCallRequest, OUTCOME_KEY,
 };
@@ -148,7 +148,7 @@ impl Gate {
         if verdict.allowed() {
             let rewritten =
                 guardhost::rewritten_args(&verdict.decision).map(|_| verdict.request.tool_input.clone());
-            let outcome = guardhost::outcome::step_outcome(&verdict.decision, verdict.provider_error);
+            let outcome = guardhost::step_outcome(&verdict.decision, verdict.provider_error);
             return Ok(Ruling::Allow { rewritten, outcome, entry });
         }
         if let Some(ask) = Ask::of(&verdict.decision) {

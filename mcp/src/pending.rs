@@ -94,7 +94,7 @@ impl Pending {
     /// answered hold is taken; otherwise the call is held (again under its
     /// earlier id when it is held already).
     pub fn stand(&self, server: &str, call: &ToolCallRequest, ask: &Ask) -> Standing {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         let tool = call.tool_call.name.clone().unwrap_or_default();
         let key = sha256_of(&serde_json::json!([server, tool, call.tool_call.args]));
         let mut held = self.held.lock().expect("not poisoned");
@@ -131,7 +131,7 @@ impl Pending {
 
     /// Records an approver's answer to the call held under `id`.
     pub fn answer(&self, id: &str, answer: Answer) -> Result<Held, AnswerError> {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         let mut held = self.held.lock().expect("not poisoned");
         held.retain(|_, h| h.ask.deadline >= now);
         let found = held.get_mut(id).ok_or(AnswerError::Unknown)?;
@@ -144,7 +144,7 @@ impl Pending {
 
     /// The calls held now, oldest deadline first.
     pub fn list(&self) -> Vec<Held> {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         let mut held = self.held.lock().expect("not poisoned");
         held.retain(|_, h| h.ask.deadline >= now);
         let mut list: Vec<Held> = held.values().cloned().collect();
@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn a_call_is_held_once_answered_once_and_its_answer_used_once() {
         let pending = Pending::default();
-        let later = guardhost::outcome::unix_now() + 60;
+        let later = guardhost::unix_now() + 60;
         let Standing::Waiting(id) = pending.stand("s", &call("x"), &ask(later)) else { panic!() };
         let waiting = |standing| matches!(standing, Standing::Waiting(found) if found == id);
         assert!(waiting(pending.stand("s", &call("x"), &ask(later))));

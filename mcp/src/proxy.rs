@@ -607,7 +607,7 @@ impl Proxy {
         let proxy_id = self.next_client_id;
         let tool = call.tool_call.name.clone().unwrap_or_default();
         let arguments = serde_json::to_string_pretty(&call.tool_call.args).unwrap_or_default();
-        let wait = ask.deadline.saturating_sub(guardhost::outcome::unix_now());
+        let wait = ask.deadline.saturating_sub(guardhost::unix_now());
         let text = format!(
             "Approve the call of tool '{tool}' on MCP server '{}'?\n\nArguments:\n{arguments}\n\nAsked by guardrail \
              entry '{}' (call digest {}). Accept to run it, decline to refuse it; after {wait} s it is refused.",

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use guardhost::middleware::{Explained, StepAnswer};
+use guardhost::{Explained, StepAnswer};
 use guardhost::{Guardrail, GuardrailRequest};
 use serde::Serialize;
 

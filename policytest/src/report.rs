@@ -22,7 +22,7 @@ pub struct Got {
     /// The chain entry that decided.
     pub decided_by: Option<String>,
     /// When a provider failed: why, in its own words (see
-    /// `guardhost::middleware::Guard::cause_of_failure`).
+    /// `guardhost::Guard::cause_of_failure`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
 }

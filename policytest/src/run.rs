@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
-use guardhost::middleware::StepAnswer;
-use guardhost::outcome::outcome_of;
+use guardhost::outcome_of;
+use guardhost::StepAnswer;
 use guardhost::{Approval, Ask, GuardrailDecision, GuardrailMiddleware, ToolCallRequest};
 use serde_json::Value;
 

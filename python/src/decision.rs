@@ -1,6 +1,6 @@
 //! `Reason` and `Decision`: what `Guardrail.decide` returns.
 
-use guardhost::middleware::denied_message;
+use guardhost::denied_message;
 use guardhost::{GuardrailDecision, ToolCall};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use guardhost::middleware::denied_message;
+use guardhost::denied_message;
 use guardhost::{
     block_on, install_using, ConfigOrigin, GuardrailDecision, GuardrailMiddleware, LoadedConfig,
     ProviderInfo, ToolCall, ToolCallRequest,

@@ -60,9 +60,9 @@ fn _guardhost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // `isolation: process` and `command:` providers start through
     // guardhost-isolation.
     guardhost_isolation::install();
-    // The Cedar provider, built in as in the command and the server (the
-    // library does not link it): `use: builtin:CedarGuardrailProvider`.
-    guardhost::register_builtin("CedarGuardrailProvider", &guardhost_cedar::CedarGuardrailProvider);
+    // The shipped providers, built in as in the command and the server (the
+    // library links none): `use: builtin:AllowlistProvider` and the others.
+    guardhost_builtins::register();
     m.add("GuardhostError", py.get_type::<GuardhostError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("BuildError", py.get_type::<BuildError>())?;

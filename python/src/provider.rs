@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use guardhost::decision_log::{Decided, DecisionLog, DecisionLogConfig};
-use guardhost::provider::{aevaluate_call, evaluate_call, Evaluation};
+use guardhost::{aevaluate_call, evaluate_call, Evaluation};
 use guardhost::{
     block_on, CallView, GuardrailProvider, Isolation, LoadedProvider, ProviderFailure, ProviderInfo,
     ProviderSpec, Transport,
 };
-use guardhost::{middleware::shadowed, AuditProvider, Mode};
+use guardhost::{shadowed, AuditProvider, Mode};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
 

@@ -34,6 +34,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let yaml = "guardrails:\n  enabled: true\n  provider:\n    use: builtin:AllowlistProvider\n    config: { denied_tools: [bash] }\n";
+//! guardhost_builtins::register();
 //! let config = LoadedConfig::from_yaml(yaml, ".".into(), ConfigOrigin::Embedded, |_| None)?;
 //! let source = Source::Fixed(install(&config)?.map(Arc::new));
 //! let options = Options { listen: Listen::Tcp("127.0.0.1:0".parse()?), ..Options::default() };

@@ -135,10 +135,9 @@ fn main() -> ExitCode {
     // `isolation: process` and `command:` providers start through
     // guardhost-isolation.
     guardhost_isolation::install();
-    // The Cedar provider, built in for this program (the library does not
-    // link it): `use: builtin:CedarGuardrailProvider`.
-    #[cfg(feature = "cedar")]
-    guardhost::register_builtin("CedarGuardrailProvider", &guardhost_cedar::CedarGuardrailProvider);
+    // The shipped providers, built in for this program (the library links
+    // none): `use: builtin:AllowlistProvider` and the others.
+    guardhost_builtins::register();
     let filter = tracing_subscriber::EnvFilter::try_from_env("GUARDHOST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()

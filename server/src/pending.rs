@@ -144,7 +144,7 @@ impl Pending {
     /// Holds `call`, which `ask` is about; its id, or `None` when
     /// [`MAX_PENDING`] calls are already held and none has expired.
     pub async fn hold(&self, call: ToolCallRequest, ask: Ask) -> Result<Option<String>, StoreError> {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         let id = self.new_id();
         let null_id = call.tool_call.null_id;
         let held_at_ns =
@@ -189,7 +189,7 @@ impl Pending {
     /// The call held under `id`, answered or not: `None` when none is (never
     /// held, expired, or answered more than [`ANSWER_KEPT_S`] ago).
     pub async fn get(&self, id: &str) -> Result<Option<Held>, StoreError> {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         match &self.store {
             Store::Memory(calls) => Ok(lock(calls).get(id).filter(|held| kept(held, now)).cloned()),
             Store::Redis(_) => {
@@ -208,7 +208,7 @@ impl Pending {
 
     /// The calls waiting for an answer, with their ids, oldest first.
     pub async fn list(&self) -> Result<Vec<(String, Held)>, StoreError> {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         let mut listed = match &self.store {
             Store::Memory(calls) => lock(calls)
                 .iter()
@@ -263,7 +263,7 @@ impl Pending {
     /// `decision` still `None`): atomic, so of several answers at once
     /// exactly one is [`Claim::Won`].
     pub async fn claim(&self, id: &str, answer: Answer) -> Result<Claim, StoreError> {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         match &self.store {
             Store::Memory(calls) => {
                 let mut calls = lock(calls);
@@ -304,7 +304,7 @@ impl Pending {
 
     /// Records the decision the call under `id` got with its answer.
     pub async fn decided(&self, id: &str, decision: Value) -> Result<(), StoreError> {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         match &self.store {
             Store::Memory(calls) => {
                 if let Some(answer) = lock(calls).get_mut(id).and_then(|held| held.answer.as_mut()) {
@@ -333,7 +333,7 @@ impl Pending {
     /// How many calls wait for an answer (in Redis: across every process
     /// sharing it).
     pub async fn waiting(&self) -> Result<usize, StoreError> {
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         match &self.store {
             Store::Memory(calls) => Ok(lock(calls).values().filter(|held| held.waiting(now)).count()),
             Store::Redis(_) => {
@@ -441,7 +441,7 @@ mod tests {
         Answer {
             approved: true,
             approved_by: Some("a".into()),
-            answered_at: guardhost::outcome::unix_now(),
+            answered_at: guardhost::unix_now(),
             decision: None,
         }
     }
@@ -449,7 +449,7 @@ mod tests {
     #[tokio::test]
     async fn a_held_call_is_claimed_once_and_an_expired_one_never() {
         let pending = Pending::default();
-        let now = guardhost::outcome::unix_now();
+        let now = guardhost::unix_now();
         let id = pending
             .hold(ToolCallRequest::new("bash", Default::default()), ask(now + 60))
             .await

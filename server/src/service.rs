@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use guardhost::{
-    outcome, Approval, Ask, Guardrail, Isolation, ProviderFailure, ProviderInfo, ProviderSource,
+    outcome_of, unix_now, Approval, Ask, Guardrail, Isolation, ProviderFailure, ProviderInfo, ProviderSource,
     ToolCallRequest,
 };
 use guardhost_lines::answer::{self, Handled, OutputFormat};
@@ -448,7 +448,7 @@ impl Service {
                 let would_deny =
                     decision.as_ref().is_some_and(|d| d.allow && d.metadata.contains_key("would_deny"));
                 let outcome = match decision {
-                    Some(decision) => outcome::outcome_of(decision),
+                    Some(decision) => outcome_of(decision),
                     None if allow => "allow",
                     None => "deny",
                 };
@@ -687,7 +687,7 @@ impl Service {
             );
             return (refusal.reply(), "forbidden");
         }
-        let now = outcome::unix_now();
+        let now = unix_now();
         let answer = Answer { approved, approved_by: by.clone(), answered_at: now, decision: None };
         match self.pending.claim(id, answer).await {
             Ok(Claim::Won) => {}

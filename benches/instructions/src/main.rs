@@ -169,7 +169,7 @@ fn request_attribution(n: u64) {
 /// The Cedar provider built into the host (as the `guardhost` command
 /// links it) with the example set: `examples/cedar/config.yaml`'s config.
 fn cedar() -> Arc<dyn GuardrailProvider> {
-    guardhost::register_builtin("CedarGuardrailProvider", &guardhost_cedar::CedarGuardrailProvider);
+    guardhost_builtins::register();
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/cedar"));
     let config = object(json!({
         "policies": "policies/",

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::support::{load, use_of};
-use guardhost::audit::UNRECORDED_MESSAGE;
 use guardhost::decision_log::{DecisionLog, DecisionLogConfig, WhenFull};
+use guardhost::UNRECORDED_MESSAGE;
 use guardhost::{AuditSink, GuardrailMiddleware, JsonlAuditSink, MemoryAuditSink, ToolCallRequest};
 use serde_json::{json, Value};
 

@@ -39,6 +39,7 @@ fn with_provider(text: &str, provider: &str) -> String {
 }
 
 fn deny_bash(config: &LoadedConfig) {
+    guardhost_builtins::register();
     let guardrail = install(config).unwrap().expect("installed");
     let message = guardrail
         .middleware

@@ -246,6 +246,7 @@ fn a_reload_error_names_the_key_never_the_value() {
     let dir = tempfile::tempdir().unwrap();
     let good = "  provider:\n    use: builtin:AllowlistProvider\n    config:\n      denied_tools: [bash]\n";
     let path = config(dir.path(), "config.yaml", good);
+    guardhost_builtins::register();
     let reloader = guardhost::Reloader::open(&path).unwrap();
     for bad in [
         "  provider:\n    use: builtin:AllowlistProvider\n    config:\n      denied_tools: $GH_TEST_SECRET_RELOAD\n",

@@ -35,6 +35,7 @@ fn rewrite(path: &Path, text: &str) {
 fn a_good_config_swaps_in_and_a_broken_one_keeps_the_old() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "config.yaml", &config("bash"));
+    guardhost_builtins::register();
     let reloader = Reloader::open(&path).unwrap();
     assert!(!allowed(&reloader, "bash") && allowed(&reloader, "ls"));
     assert!(!reloader.changed());
@@ -77,6 +78,7 @@ fn a_call_in_flight_finishes_on_the_provider_it_started_with() {
         library("guardhost_zoo").display()
     );
     let path = write(dir.path(), "config.yaml", &slow);
+    guardhost_builtins::register();
     let reloader = Arc::new(Reloader::open(&path).unwrap());
     let in_flight = reloader.current().unwrap();
     let call = std::thread::spawn(move || {
@@ -104,6 +106,7 @@ fn a_library_overwritten_in_place_keeps_serving_and_its_new_version_loads() {
         )
     };
     let path = write(dir.path(), "config.yaml", &yaml("AllowlistProvider", "{denied_tools: [bash]}"));
+    guardhost_builtins::register();
     let reloader = Reloader::open(&path).unwrap();
     let old = reloader.current().unwrap();
     assert_eq!(old.info.name, "allowlist");
@@ -177,6 +180,7 @@ fn a_policy_file_changed_added_or_removed_reloads_and_a_broken_one_keeps_the_old
     let dir = tempfile::tempdir().unwrap();
     let (path, policies) = cedar_config(dir.path());
     let bash = write(&policies, "bash.cedar", &forbid("bash"));
+    guardhost_builtins::register();
     let reloader = Reloader::open(&path).unwrap();
     assert!(!allowed(&reloader, "bash") && allowed(&reloader, "ls"));
     assert!(!reloader.changed(), "nothing changed yet");

@@ -56,7 +56,7 @@ pub struct AuditChanges {
     /// Every non-empty reason code.
     pub reason_codes: Vec<String>,
     /// For every reason with a message, a fixed text chosen by its code
-    /// ([`audited_message`]), never the provider's own words, which can
+    /// (`audited_message`), never the provider's own words, which can
     /// quote the call's arguments.
     pub reason_messages: Vec<String>,
     /// The middleware's `fail_closed`.
@@ -82,7 +82,7 @@ pub struct AuditEvent {
     /// When the call was decided: the request's timestamp (UTC, RFC 3339).
     #[serde(default)]
     pub time: String,
-    /// This decision's id, unique across processes (see [`decision_id`]).
+    /// This decision's id, unique across processes (see `decision_id`).
     #[serde(default)]
     pub decision_id: String,
     /// The agent run, from the runtime context.
@@ -109,7 +109,7 @@ pub struct AuditProvider {
     pub sha256: Option<String>,
 }
 
-/// The per-process part of every decision id (see [`decision_id`]).
+/// The per-process part of every decision id (see `decision_id`).
 fn decision_id_prefix() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::OnceLock;
@@ -180,7 +180,7 @@ pub struct AuditRecord<'a> {
     pub provider: &'a AuditProvider,
     /// Whether `reason_messages` holds the provider's messages as written
     /// (each cut to 500 characters, as DeerFlow does) rather than a fixed
-    /// text per code ([`audited_message`]): for a provider that declares
+    /// text per code (`audited_message`): for a provider that declares
     /// its messages never quote a call's input, or by the operator's
     /// choice (`guardrails.audit_messages`).
     pub verbatim: bool,
@@ -249,7 +249,7 @@ impl AuditRecord<'_> {
         })
     }
 
-    /// The owned event, with a new [`decision_id`].
+    /// The owned event, with a new `decision_id`.
     pub fn to_event(&self) -> AuditEvent {
         self.event_numbered(next_decision_number())
     }

@@ -1,5 +1,5 @@
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn parse(text: &str) -> Result<LoadedConfig, ConfigError> {
     parse_with_env(text, &[])

@@ -241,7 +241,7 @@ impl std::fmt::Display for ToolSelector {
     }
 }
 
-pub use guardhost_abi::glob;
+use guardhost_abi::glob;
 
 #[cfg(test)]
 mod tests {

@@ -10,11 +10,10 @@ use std::error::Error;
 use std::future::Future;
 use std::sync::Arc;
 
-pub use crate::decision_log::ChainStep;
-pub use guard::{glob, Guard, GuardKind, ToolSelector};
+pub use guard::{Guard, GuardKind, ToolSelector};
 pub use guardrail::{
-    denied_message, into_denied_message, shadowed, Explained, GuardrailMiddleware, Step, StepAnswer,
-    ToEvaluate, Verdict,
+    denied_message, into_denied_message, shadowed, Checked, Explained, GuardrailMiddleware, Step, StepAnswer,
+    ToEvaluate,
 };
 pub use layer::{GuardrailLayer, GuardrailService};
 

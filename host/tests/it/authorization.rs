@@ -35,6 +35,7 @@ authorization:
 ";
 
 fn config(yaml: &str) -> Result<LoadedConfig, guardhost::ConfigError> {
+    guardhost_builtins::register();
     LoadedConfig::from_yaml(yaml, Path::new("/").into(), ConfigOrigin::Embedded, |_| None)
 }
 
@@ -77,7 +78,7 @@ fn deerflows_example_loads_and_decides_alone() {
     assert_eq!(code(&denied), "authz.denied");
     assert_eq!(denied.reasons[0].message, "role 'user' is denied 'update_agent' on resource 'tool'");
     assert_eq!(denied.policy_id.as_deref(), Some("rbac:deny"));
-    let message = guardhost::middleware::denied_message(&call("update_agent", json!({})).tool_call, &denied);
+    let message = guardhost::denied_message(&call("update_agent", json!({})).tool_call, &denied);
     assert_eq!(
         message.content,
         "Guardrail denied: tool 'update_agent' was blocked (authz.denied). Reason: role 'user' is denied \

@@ -17,6 +17,7 @@ fn lib() -> String {
 }
 
 fn config(yaml: &str) -> Result<LoadedConfig, guardhost::ConfigError> {
+    guardhost_builtins::register();
     LoadedConfig::from_yaml(yaml, Path::new("/").into(), ConfigOrigin::Embedded, |_| None)
 }
 

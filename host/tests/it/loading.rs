@@ -276,7 +276,10 @@ fn an_unknown_key_is_rejected_before_construction_with_the_accepted_list() {
 #[test]
 fn an_unknown_builtin_lists_the_builtins() {
     let e = try_load("builtin:OAPGuardrailProvider", Map::new()).unwrap_err().to_string();
-    assert_eq!(e, "`use: builtin:OAPGuardrailProvider` names no built-in provider; the built-ins are: builtin:AllowlistProvider, builtin:RbacAuthorizationProvider, builtin:ApprovalGuardrailProvider");
+    // Cedar follows when the build turns on guardhost-builtins' `cedar`.
+    let listed = "`use: builtin:OAPGuardrailProvider` names no built-in provider; the built-ins are: \
+                  builtin:AllowlistProvider, builtin:RbacAuthorizationProvider, builtin:ApprovalGuardrailProvider";
+    assert!(e.starts_with(listed), "{e}");
 }
 
 #[test]
@@ -530,7 +533,7 @@ fn a_library_built_against_abi_1_2_loads_and_is_handed_every_input() {
     let call = guardhost::ToolCallRequest::new("bash", args);
     let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
     for asynchronous in [false, true] {
-        let decision = guardhost::provider::evaluate_here(&*loaded.provider, &request, asynchronous).unwrap();
+        let decision = guardhost::evaluate_here(&*loaded.provider, &request, asynchronous).unwrap();
         assert!(decision.allow, "{decision:?}");
         assert_eq!(decision.reasons[0].code, "fine.parsed");
     }
@@ -543,7 +546,7 @@ fn a_library_built_against_abi_1_3_is_decided_through_evaluate() {
     let call = guardhost::ToolCallRequest::new("bash", Map::new());
     let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
     let code = |provider: &dyn guardhost::GuardrailProvider, asynchronous| {
-        let decision = guardhost::provider::evaluate_here(provider, &request, asynchronous).unwrap();
+        let decision = guardhost::evaluate_here(provider, &request, asynchronous).unwrap();
         decision.reasons[0].code.to_string()
     };
     let old = load(&use_of("guardhost_bad_descriptors", "AbiOneThree"), Map::new());
@@ -575,7 +578,7 @@ fn a_provider_that_reads_no_arguments_is_handed_none() {
     let call = guardhost::ToolCallRequest::new("read_file", args);
     let request = guardhost::GuardrailRequest::from_tool_call(&call, None).unwrap();
     for asynchronous in [false, true] {
-        let decision = guardhost::provider::evaluate_here(&*loaded.provider, &request, asynchronous).unwrap();
+        let decision = guardhost::evaluate_here(&*loaded.provider, &request, asynchronous).unwrap();
         assert!(decision.allow, "{decision:?}");
     }
 }

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use guardhost::audit::UNRECORDED_MESSAGE;
+use guardhost::UNRECORDED_MESSAGE;
 use guardhost::{
     async_handler, AuditAction, AuditEvent, GuardrailMiddleware, JsonlAuditSink, MemoryAuditSink,
     MiddlewareChain, SyncHandler, ToolCall, ToolCallError, ToolCallMiddleware, ToolCallRequest, ToolMessage,
@@ -185,8 +185,8 @@ fn a_denial_given_the_call_says_what_one_given_a_borrowed_call_says() {
     let with_id = ToolCallRequest::new("bash", Default::default()).with_id("call-1").tool_call;
     let null_id = ToolCall { null_id: true, ..named.clone() };
     for call in [named, with_id, null_id, ToolCall::default()] {
-        let lent = guardhost::middleware::denied_message(&call, &decision);
-        let given = guardhost::middleware::into_denied_message(call.clone(), &decision);
+        let lent = guardhost::denied_message(&call, &decision);
+        let given = guardhost::into_denied_message(call.clone(), &decision);
         assert_eq!(given, lent, "{call:?}");
     }
 }
@@ -196,7 +196,7 @@ fn a_denial_given_the_call_says_what_one_given_a_borrowed_call_says() {
 /// itself; a library without `decide` always answers with its decision.
 #[test]
 fn a_library_s_ruling_stands_for_its_decision() {
-    use guardhost::provider::Ruling;
+    use guardhost::Ruling;
     let allowlist = support::load(
         &support::use_of("guardhost_allowlist", "AllowlistProvider"),
         object(json!({"denied_tools": ["bash"]})),
@@ -543,14 +543,14 @@ impl guardhost::GuardrailProvider for NativeProvider {
     fn name(&self) -> &str {
         "native"
     }
-    fn evaluate(&self, request: &guardhost::GuardrailRequest) -> guardhost::provider::Evaluation {
+    fn evaluate(&self, request: &guardhost::GuardrailRequest) -> guardhost::Evaluation {
         let allow = request.user_role.as_deref() == Some("admin");
         Ok(guardhost::GuardrailDecision::with_reason(allow, "native.role", "admins only"))
     }
     fn aevaluate<'a>(
         &'a self,
         request: &'a guardhost::GuardrailRequest,
-    ) -> guardhost::BoxFuture<'a, guardhost::provider::Evaluation> {
+    ) -> guardhost::BoxFuture<'a, guardhost::Evaluation> {
         Box::pin(async move { self.evaluate(request) })
     }
 }
@@ -619,6 +619,7 @@ fn warn_and_observe_let_a_denied_call_run_and_record_what_would_have_been_denied
 
 /// What a config's guardrail audits for `tool`, with `context`.
 fn config_audited(yaml: &str, tool: &str, context: Value) -> Vec<AuditEvent> {
+    guardhost_builtins::register();
     let config = guardhost::LoadedConfig::from_yaml(
         yaml,
         std::path::Path::new("/").into(),

@@ -25,6 +25,7 @@ fn test_providers() -> String {
 }
 
 fn guardrail(yaml: &str) -> Guardrail {
+    guardhost_builtins::register();
     let config =
         LoadedConfig::from_yaml(yaml, Path::new("/").into(), ConfigOrigin::Embedded, |_| None).unwrap();
     install(&config).unwrap().expect("a guardrail")
@@ -137,7 +138,7 @@ fn an_ask_holds_the_call_until_an_approval_of_exactly_it_resumes_it() {
         assert_eq!(ask.entry, "approvals");
         assert!(ask.digest.starts_with("sha256:"));
         let (decision, _) = guardrail.middleware.decide(&call).unwrap();
-        assert_eq!(guardhost::outcome::outcome_of(&decision), "ask");
+        assert_eq!(guardhost::outcome_of(&decision), "ask");
         assert_eq!(Ask::of(&decision).unwrap().approvers, ask.approvers);
 
         // Resumed with the approval: the tool runs, once per wrapper.
@@ -199,7 +200,7 @@ fn a_rewrite_runs_the_tool_with_the_new_arguments_and_tells_the_caller() {
         assert_eq!(ran, [expected.clone(), expected.clone()], "{how}");
         let (decision, _) = guardrail.middleware.decide(&call).unwrap();
         assert!(decision.allow);
-        assert_eq!(guardhost::outcome::outcome_of(&decision), "rewrite");
+        assert_eq!(guardhost::outcome_of(&decision), "rewrite");
         assert_eq!(Value::Object(guardhost::rewritten_args(&decision).unwrap().clone()), expected);
         assert_eq!(decision.reasons[0].code, "approvals.set");
         let verdict = guardrail.middleware.check(&call).unwrap();
@@ -242,7 +243,7 @@ fn in_a_chain_a_rewrite_reaches_the_next_entry_and_an_approval_covers_the_rewrit
 
     // An approval of the call as it came in (before the rewrite) does not
     // match the call the humans' entry decides.
-    let original = guardhost::outcome::call_digest("humans", &call, ask.deadline).unwrap();
+    let original = guardhost::call_digest("humans", &call, ask.deadline).unwrap();
     let stale = with_approval(
         &call,
         json!({"approved": true, "entry": "humans", "digest": original, "deadline": ask.deadline}),
@@ -308,7 +309,7 @@ fn shadow_mode_runs_the_call_unchanged_and_says_what_would_have_happened() {
         "warn mode: would have asked for approval (approvals.ask): tool 'bash' needs a human's approval"
     );
     assert_eq!(decision.metadata["would_ask"]["ask"]["approvers"], json!(["admin", "ops"]));
-    assert_eq!(guardhost::outcome::outcome_of(&decision), "allow");
+    assert_eq!(guardhost::outcome_of(&decision), "allow");
 
     let fetch = tool_call("web_fetch", json!({"url": "u", "max_bytes": 5}));
     let (result, ran) = run(&guardrail, &fetch);
@@ -376,7 +377,7 @@ fn providers_that_know_no_outcomes_are_unaffected() {
     ));
     let call = tool_call("echo", json!({"allow": false, "reasons": [["x.no", "no"]], "metadata": {"k": 1}}));
     let (decision, _): (GuardrailDecision, bool) = guardrail.middleware.decide(&call).unwrap();
-    assert_eq!(guardhost::outcome::outcome_of(&decision), "deny");
+    assert_eq!(guardhost::outcome_of(&decision), "deny");
     assert_eq!(decision.metadata, object(json!({"k": 1})));
     let message = run(&guardrail, &call).0.unwrap();
     assert!(message.content.starts_with("Guardrail denied: tool 'echo' was blocked (x.no)"));

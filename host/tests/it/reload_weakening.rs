@@ -45,6 +45,7 @@ const START: &str = "  enabled: true
 
 /// A reloader over `START` with `policy`, and the config file.
 fn reloader(dir: &Path, policy: ReloadPolicy) -> (Reloader, std::path::PathBuf) {
+    guardhost_builtins::register();
     let path = write(dir, "config.yaml", &config(START));
     (Reloader::open_with(&path, policy).unwrap(), path)
 }
@@ -169,6 +170,7 @@ fn edits_that_add_or_tighten_guards_are_applied_under_refuse() {
     let dir = tempfile::tempdir().unwrap();
     let observing = START.replace("  fail_closed: true\n", "  fail_closed: true\n  mode: observe\n");
     let path = write(dir.path(), "config.yaml", &config(&observing));
+    guardhost_builtins::register();
     let reloader = Reloader::open_with(&path, ReloadPolicy::Refuse).unwrap();
     assert!(allows(&reloader, "bash"), "observe mode lets the call run");
     std::fs::write(&path, config(START)).unwrap();

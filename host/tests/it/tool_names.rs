@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use guardhost::middleware::StepAnswer;
 use guardhost::tool_name::INVALID_CODE;
+use guardhost::StepAnswer;
 use guardhost::{
     install, AuditAction, ConfigOrigin, Guardrail, GuardrailDecision, LoadedConfig, MemoryAuditSink,
     ToolCallError, ToolCallRequest,
@@ -23,6 +23,7 @@ const DISGUISED: [(&str, &str); 4] =
     [("bash\u{200B}", "U+200B"), ("bash\u{0}", "U+0000"), ("bash ", "U+0020"), (" bash", "U+0020")];
 
 fn guardrail(yaml: &str) -> Guardrail {
+    guardhost_builtins::register();
     let config =
         LoadedConfig::from_yaml(yaml, Path::new("/").into(), ConfigOrigin::Embedded, |_| None).unwrap();
     install(&config).unwrap().expect("a guardrail")

@@ -26,6 +26,8 @@ fn main() -> ExitCode {
         .with_target(false)
         .without_time()
         .init();
+    // `use: builtin:...` resolves here as in the host that started it.
+    guardhost_builtins::register();
     match guardhost_isolation::entry::run() {
         Ok(code) => ExitCode::from(code),
         Err(error) => {

@@ -15,8 +15,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use guardhost::provider::{Evaluation, Interrupt, ProviderFailure};
-use guardhost::request::{CallView, GuardrailDecision, GuardrailRequest};
+use guardhost::{CallView, GuardrailDecision, GuardrailRequest};
+use guardhost::{Evaluation, Interrupt, ProviderFailure};
 
 /// The bytes before a message's JSON.
 pub(crate) const PREFIX: usize = 16;
@@ -114,7 +114,7 @@ pub(crate) fn decode_answer(bytes: &[u8]) -> Result<Evaluation, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use guardhost::request::{GuardrailReason, ToolCallRequest};
+    use guardhost::{GuardrailReason, ToolCallRequest};
     use serde_json::json;
 
     #[test]

@@ -31,7 +31,7 @@ use super::spin::Spin;
 use super::state::{ANSWERED, ASYNC, PIPED, WAITING};
 use crate::protocol::MAX_SERVER_THREADS;
 use crate::protocol::{self, FrameWriter, FromServer, Outcome};
-use guardhost::provider::{evaluate_here, GuardrailProvider, ProviderFailure};
+use guardhost::{evaluate_here, GuardrailProvider, ProviderFailure};
 
 /// How long requests may wait with none taken before the watcher brings
 /// another thread to them.
@@ -304,8 +304,8 @@ mod tests {
 
     use super::*;
     use crate::shm::host::HostLink;
-    use guardhost::provider::{BoxFuture, Evaluation};
-    use guardhost::request::{CallView, GuardrailDecision, GuardrailRequest, ToolCallRequest};
+    use guardhost::{BoxFuture, Evaluation};
+    use guardhost::{CallView, GuardrailDecision, GuardrailRequest, ToolCallRequest};
 
     struct AllowAll;
     impl GuardrailProvider for AllowAll {

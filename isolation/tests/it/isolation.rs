@@ -268,6 +268,7 @@ async fn a_thousand_tasks_over(transport: Transport) {
 /// Every plugin, and the request-echoing fixture, with the config it is
 /// tested with.
 fn providers() -> Vec<(String, Map<String, Value>)> {
+    guardhost_builtins::register();
     let oap_passport = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/oap/passport.json");
     vec![
         (

@@ -256,6 +256,16 @@ impl Rbac {
         })
     }
 
+    /// The host's check of `authorization.default_role` against a
+    /// provider config's `roles`, as DeerFlow makes it when it builds the
+    /// provider: an error when the table compiles and lacks the role (a
+    /// table that does not compile fails the constructor instead).
+    pub fn check_default_role(config: &serde_json::Map<String, Value>, role: &str) -> Result<(), String> {
+        let Some(roles) = config.get("roles") else { return Ok(()) };
+        let Ok(rbac) = Rbac::compile(roles) else { return Ok(()) };
+        rbac.validate_role(role, "authorization.default_role")
+    }
+
     /// The policy for `role` on `resource`; `None` when unrestricted.
     fn policy(&self, role: Option<&str>, resource: &str, field: &str) -> Result<Option<&Policy>, String> {
         let role = match role {

@@ -386,6 +386,7 @@ fn a_policy_test_case_answers_the_ask_and_expects_the_approved_path() {
         |_| None,
     )
     .unwrap();
+    guardhost_builtins::register();
     let guardrail = guardhost::install(&config).unwrap().unwrap();
     let suite = guardhost_policytest::Suite::parse(
         &dir.path().join("tests.yaml"),

@@ -31,6 +31,7 @@ pub fn options() -> Options {
 
 /// The kit on `use_` with `config`, under [`options`].
 pub fn run(use_: &str, config: Map<String, Value>) -> Report {
+    guardhost_builtins::register();
     guardhost_kit::run(use_, &config, &options())
 }
 

@@ -56,6 +56,7 @@ pub fn load(use_: &str, config: Map<String, Value>) -> LoadedProvider {
 
 /// Like [`load`], returning the error.
 pub fn try_load(use_: &str, config: Map<String, Value>) -> Result<LoadedProvider, guardhost::BuildError> {
+    guardhost_builtins::register();
     instantiate(&ProviderSpec::new(use_, config), Path::new("/"))
 }
 
