@@ -9,9 +9,7 @@ use abi_stable::std_types::{RResult, RStr, RString};
 use guardhost_abi::ProviderFactoryRef;
 use serde_json::{Map, Value};
 
-// Re-exported for the isolation client's paths only (see the crate root);
-// the library's own modules take these from `built`.
-pub use crate::built::{
+use crate::built::{
     AbiKind, BuildError, LoadedProvider, ProviderInfo, ProviderSource, FRAMEWORK_KEY, FRAMEWORK_VALUE,
 };
 use crate::c_provider::CFactory;

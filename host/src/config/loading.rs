@@ -121,7 +121,8 @@ impl LoadedConfig {
 
     /// Where the config writes each guard, in the order of
     /// [`LoadedConfig::guard_specs`]: `authorization.provider`, then
-    /// [`entry_place`] of each `guardrails:` entry.
+    /// the place of each `guardrails:` entry (`guardrails.providers[N]`,
+    /// counting from 0).
     pub fn guard_places(&self) -> Vec<String> {
         let authorization = &self.authorization;
         let first = (authorization.enabled && authorization.provider.is_some())

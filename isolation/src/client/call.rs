@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use guardhost::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
 use guardhost::reply::Reply;
-use guardhost::request::{CallView, GuardrailRequest};
 use guardhost::wait::{wait_until, wait_until_async};
+use guardhost::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use guardhost::{CallView, GuardrailRequest};
 
 use super::state::{assert_unlocked, Connection, Phase};
 use super::ProcessProvider;

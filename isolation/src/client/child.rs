@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use guardhost::config::Transport;
-use guardhost::instantiate::ProviderInfo;
+use guardhost::ProviderInfo;
+use guardhost::Transport;
 
 use crate::protocol::PROTOCOL_VERSION;
 
@@ -81,9 +81,9 @@ impl ChildKind {
                 }
                 Ok(ProviderInfo {
                     name: ready.name,
-                    source: guardhost::instantiate::ProviderSource::Program { command: argv.clone() },
+                    source: guardhost::ProviderSource::Program { command: argv.clone() },
                     abi_version: (PROTOCOL_VERSION as u16, 0),
-                    abi_kind: guardhost::instantiate::AbiKind::Protocol,
+                    abi_kind: guardhost::AbiKind::Protocol,
                     accepted_keys: Vec::new(),
                     accepts_extra_keys: true,
                     framework_injected: false,
@@ -92,7 +92,7 @@ impl ChildKind {
                     unread_inputs: Vec::new(),
                     never_blocks: false,
                     timeout_ms: None,
-                    isolation: guardhost::config::Isolation::Process,
+                    isolation: guardhost::Isolation::Process,
                     transport: Some(Transport::Pipes),
                     sha256: None,
                 })

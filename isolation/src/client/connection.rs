@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use guardhost::config::Transport;
-use guardhost::provider::ProviderFailure;
+use guardhost::ProviderFailure;
+use guardhost::Transport;
 
 use super::state::{assert_unlocked, Connection, Link};
 use crate::protocol::{self, FrameError};

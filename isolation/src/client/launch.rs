@@ -9,8 +9,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use guardhost::config::{ProviderSpec, Transport};
-use guardhost::instantiate::ProviderInfo;
+use guardhost::ProviderInfo;
+use guardhost::{ProviderSpec, Transport};
 
 use super::child::ChildKind;
 use super::reader::{read_answers, Event, Launch, Start};
@@ -68,7 +68,7 @@ impl Shared {
             pinned_sha256: self.pinned_sha256.clone(),
             framework: match self.child {
                 ChildKind::Server { .. } => None,
-                ChildKind::Program { .. } => Some(guardhost::instantiate::FRAMEWORK_VALUE.to_owned()),
+                ChildKind::Program { .. } => Some(guardhost::FRAMEWORK_VALUE.to_owned()),
             },
             shared_memory: link.as_ref().map(offer_of),
         });

@@ -19,8 +19,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use guardhost::config::{Isolation, ProviderSpec, Transport};
-use guardhost::instantiate::{BuildError, ProviderInfo};
+use guardhost::{BuildError, ProviderInfo};
+use guardhost::{Isolation, ProviderSpec, Transport};
 
 mod call;
 mod child;
@@ -109,7 +109,7 @@ impl ProcessProvider {
         base_dir: &Path,
         child: ChildKind,
     ) -> Result<(Self, ProviderInfo), BuildError> {
-        let limit = guardhost::instantiate::call_limit(spec)?.unwrap_or(DEFAULT_TIMEOUT);
+        let limit = guardhost::call_limit(spec)?.unwrap_or(DEFAULT_TIMEOUT);
         let mut child_spec = spec.clone();
         child_spec.isolation = Isolation::InProcess;
         child_spec.timeout_ms = None;

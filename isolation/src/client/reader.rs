@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use guardhost::instantiate::ProviderInfo;
-use guardhost::provider::ProviderFailure;
+use guardhost::ProviderFailure;
+use guardhost::ProviderInfo;
 
 use super::child::{ChildKind, SERVER_ENV};
 use super::state::{assert_unlocked, Connection, Link};
