@@ -1,6 +1,16 @@
 //! The decision engine: the guards of one call asked in order, each
 //! provider's answer concluded (failures, outcomes, the mode), until one
 //! decides.
+//!
+//! [`Deciding`] is one call being decided, and every way in drives it: it
+//! refuses a tool name the host refuses, yields the guards that select the
+//! call, concludes each answer, follows rewrites, tallies, and finishes
+//! (the decision named, the decision log written). What differs between
+//! the ways in is only how a provider is asked: [`Deciding::ask`]
+//! (synchronously, through the borrowed view where the provider can),
+//! [`Deciding::ask_async`] (awaited), or by the caller
+//! ([`GuardrailMiddleware::adecide_text_with`] hands each evaluation out).
+//! An outcome is added in `conclude`, `settle` and `enforce`, once.
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
@@ -123,7 +133,7 @@ impl Args<'_> {
 
     /// Takes the arguments a guard's decision rewrote the call to, if it
     /// did (`true`): later guards see them, and the tool runs with them.
-    pub(super) fn follow(&mut self, concluded: &Result<(GuardrailDecision, bool), ToolCallError>) -> bool {
+    pub(super) fn follow(&mut self, concluded: &Conclusion) -> bool {
         let Ok((decision, _)) = concluded else { return false };
         let Some(rewritten) = outcome::rewritten_args(decision) else { return false };
         match self {
@@ -132,14 +142,6 @@ impl Args<'_> {
         }
         true
     }
-}
-
-/// One guard's answer, recorded for [`GuardrailMiddleware::explain`].
-pub(super) struct Answer {
-    pub(super) index: usize,
-    pub(super) decision: GuardrailDecision,
-    pub(super) provider_error: bool,
-    pub(super) request: GuardrailRequest,
 }
 
 /// What one call is, besides its arguments: borrowed for every guard.
@@ -168,11 +170,7 @@ impl<'c> Call<'c> {
 
     /// Takes `concluded`'s rewrite of the arguments, if any, into `args`:
     /// the text they arrived in no longer says what they are.
-    pub(super) fn follow(
-        &mut self,
-        args: &mut Args<'_>,
-        concluded: &Result<(GuardrailDecision, bool), ToolCallError>,
-    ) {
+    pub(super) fn follow(&mut self, args: &mut Args<'_>, concluded: &Conclusion) {
         if args.follow(concluded) {
             self.args_text = None;
         }
@@ -251,13 +249,6 @@ impl Reached {
     }
 }
 
-/// Whether a provider decided from the borrowed view, or needs the owned
-/// request (built, its arguments still to be moved in).
-pub(super) enum Asked {
-    Decided(Result<(GuardrailDecision, bool), ToolCallError>),
-    Not(Box<GuardrailRequest>),
-}
-
 /// A provider's answer about the borrowed view on the async path: at once
 /// (it never blocks), or to be awaited.
 pub(super) enum Answered<'a> {
@@ -265,15 +256,186 @@ pub(super) enum Answered<'a> {
     Later(BoxFuture<'a, Evaluation>),
 }
 
-impl GuardrailMiddleware {
-    /// The guards that decide calls of `tool_name`, with their places.
-    pub(super) fn selected<'s>(
-        &'s self,
-        tool_name: &'s str,
-    ) -> impl Iterator<Item = (usize, &'s Guard)> + 's {
-        self.guards.iter().enumerate().filter(move |(_, guard)| guard.selects(tool_name))
+/// One call being decided (see the module's documentation).
+pub(super) struct Deciding<'m, 'c> {
+    middleware: &'m GuardrailMiddleware,
+    this: Call<'c>,
+    args: Args<'c>,
+    tally: Tally,
+    started: Option<Instant>,
+    /// Whether a guard's plain allow is the call's decision as it stands
+    /// ([`plain_allow`]).
+    alone: bool,
+    /// The host's refusal of the call's tool name: no guard is asked.
+    refused: Option<GuardrailDecision>,
+}
+
+impl<'m, 'c> Deciding<'m, 'c> {
+    /// Starts deciding `call`, whose arguments are `args` (and arrived as
+    /// the JSON text `args_text`, if given). `alone`: whether a guard's
+    /// plain allow may end the decision at once (a caller that records
+    /// each answer says no).
+    #[inline]
+    pub(super) fn start(
+        middleware: &'m GuardrailMiddleware,
+        call: &'c ToolCallRequest,
+        args: Args<'c>,
+        args_text: Option<&'c str>,
+        timestamp: &'c str,
+        started: Option<Instant>,
+        alone: bool,
+    ) -> Result<Self, ToolCallError> {
+        let this = Call::new(call, timestamp, args_text)?;
+        let refused = middleware.refuse_name(&this, args.get(), started);
+        let tally = Tally::new(middleware);
+        Ok(Deciding { middleware, this, args, tally, started, alone, refused })
     }
 
+    /// The guards to ask, in order, with their places: those that select
+    /// the call (none when the host refused its tool name).
+    #[inline]
+    pub(super) fn guards(&self) -> impl Iterator<Item = (usize, &'m Guard)> + use<'m, 'c> {
+        let tool_name = self.this.tool_name();
+        let refused = self.refused.is_some();
+        let guards = self.middleware.guards.iter().enumerate();
+        guards.filter(move |(_, guard)| !refused && guard.selects(tool_name))
+    }
+
+    /// The call as `guard`'s provider sees it.
+    #[inline]
+    pub(super) fn view<'v>(&'v self, guard: &'v Guard) -> CallView<'v> {
+        self.this.view(guard, self.args.get())
+    }
+
+    /// The arguments' JSON text, until a guard rewrites them.
+    pub(super) fn args_text(&self) -> Option<&'c str> {
+        self.this.args_text
+    }
+
+    /// Asks `guard` (at `index`) synchronously: through the borrowed view
+    /// where its provider can, else through the owned request. `Break`: a
+    /// plain allow that is the call's decision as it stands.
+    #[inline]
+    pub(super) fn ask(&mut self, index: usize, guard: &Guard) -> ControlFlow<Reached, Conclusion> {
+        {
+            let view = self.view(guard);
+            if let Some(ruled) = guard.provider.rule_view(&view) {
+                return self.ruled(index, guard, &view, ruled, "sync");
+            }
+        }
+        let mut request = self.request(guard);
+        let evaluation = guard.provider.evaluate(&request);
+        ControlFlow::Continue(self.evaluated(guard, &mut request, evaluation, "sync"))
+    }
+
+    /// [`Self::ask`] on the async path: a provider that never blocks is
+    /// asked as on the sync path (no future to box, nothing to wait for).
+    pub(super) async fn ask_async(
+        &mut self,
+        index: usize,
+        guard: &Guard,
+    ) -> ControlFlow<Reached, Conclusion> {
+        {
+            let view = self.view(guard);
+            let answered = match guard.provider.never_blocks() {
+                true => guard.provider.rule_view(&view).map(Answered::Now),
+                false => guard.provider.aevaluate_view(&view).map(Answered::Later),
+            };
+            if let Some(answered) = answered {
+                let ruled = match answered {
+                    Answered::Now(ruled) => ruled,
+                    Answered::Later(future) => future.await.map(Ruling::Decision),
+                };
+                return self.ruled(index, guard, &view, ruled, "async");
+            }
+        }
+        let mut request = self.request(guard);
+        let evaluation = guard.provider.aevaluate(&request).await;
+        ControlFlow::Continue(self.evaluated(guard, &mut request, evaluation, "async"))
+    }
+
+    /// `guard`'s ruling about the call `view` shows, concluded; `Break`
+    /// for a plain allow of a guard alone.
+    #[inline]
+    fn ruled(
+        &self,
+        index: usize,
+        guard: &Guard,
+        view: &CallView<'_>,
+        ruled: Ruled,
+        path: &str,
+    ) -> ControlFlow<Reached, Conclusion> {
+        let evaluation = plain_allow(ruled, self.alone, index)?;
+        ControlFlow::Continue(self.middleware.conclude_view(guard, &self.this, view, evaluation, path))
+    }
+
+    /// The owned request for `guard`'s provider, the call's arguments
+    /// moved in (or copied, when only borrowed): [`Self::evaluated`] gives
+    /// them back.
+    fn request(&mut self, guard: &Guard) -> Box<GuardrailRequest> {
+        let mut request = Box::new(self.view(guard).to_request_with(Map::new()));
+        request.tool_input = self.args.take();
+        request
+    }
+
+    /// `guard`'s evaluation of `request` (from [`Self::request`]),
+    /// concluded; the arguments given back.
+    fn evaluated(
+        &mut self,
+        guard: &Guard,
+        request: &mut GuardrailRequest,
+        evaluation: Evaluation,
+        path: &str,
+    ) -> Conclusion {
+        let concluded = self.conclude(guard, request, evaluation, path);
+        self.args.give_back(std::mem::take(&mut request.tool_input));
+        concluded
+    }
+
+    /// `guard`'s evaluation of `request`, concluded.
+    pub(super) fn conclude(
+        &self,
+        guard: &Guard,
+        request: &GuardrailRequest,
+        evaluation: Evaluation,
+        path: &str,
+    ) -> Conclusion {
+        let facts = CallFacts::of_request(request);
+        self.middleware.conclude(guard, &self.this, facts, evaluation, path, || Cow::Borrowed(request))
+    }
+
+    /// Takes guard `index`'s conclusion: its rewrite followed (later guards
+    /// and the tool see the new arguments), tallied. `Ok(false)` when the
+    /// call is decided (denied, or held for approval) and no later guard
+    /// is asked; an interrupt is logged and returned.
+    #[inline]
+    pub(super) fn take(
+        &mut self,
+        index: usize,
+        guard: &Guard,
+        concluded: Conclusion,
+    ) -> Result<bool, ToolCallError> {
+        self.this.follow(&mut self.args, &concluded);
+        let (middleware, args) = (self.middleware, self.args.get());
+        middleware.tally(&mut self.tally, index, guard, concluded, &self.this, args, self.started)
+    }
+
+    /// What the guards came to: the decision named by its guard in a
+    /// chain, and written to the decision log.
+    #[inline]
+    pub(super) fn finish(self) -> Reached {
+        if let Some(refused) = self.refused {
+            return Reached::Concluded((refused, false, None));
+        }
+        Reached::Concluded(self.middleware.finish(self.tally, &self.this, self.args.get(), self.started))
+    }
+}
+
+/// A guard's decision, and whether its provider failed, once concluded;
+/// or an interrupt to pass on.
+pub(super) type Conclusion = Result<(GuardrailDecision, bool), ToolCallError>;
+
+impl GuardrailMiddleware {
     /// Asks the guards in order, synchronously, until one denies.
     pub(super) fn decide_sync(
         &self,
@@ -283,128 +445,39 @@ impl GuardrailMiddleware {
         timestamp: &str,
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
-        self.decide_sync_recording(call, args, args_text, timestamp, started, None)
-    }
-
-    /// [`Self::decide_sync`], each guard's answer and the request it saw
-    /// pushed to `answers` when given.
-    pub(super) fn decide_sync_recording(
-        &self,
-        call: &ToolCallRequest,
-        mut args: Args<'_>,
-        args_text: Option<&str>,
-        timestamp: &str,
-        started: Option<Instant>,
-        mut answers: Option<&mut Vec<Answer>>,
-    ) -> Result<Reached, ToolCallError> {
-        let mut this = Call::new(call, timestamp, args_text)?;
-        if let Some(refused) = self.refuse_name(&this, args.get(), started) {
-            return Ok(Reached::Concluded((refused, false, None)));
-        }
-        let mut tally = Tally::new(self);
-        let alone = answers.is_none() && self.is_plain();
-        for (index, guard) in self.selected(this.tool_name()) {
-            let asked = {
-                let view = this.view(guard, args.get());
-                match guard.provider.rule_view(&view) {
-                    Some(ruled) => match plain_allow(ruled, alone, index) {
-                        ControlFlow::Break(reached) => return Ok(reached),
-                        ControlFlow::Continue(evaluation) => {
-                            Asked::Decided(self.conclude_view(guard, &this, &view, evaluation, "sync"))
-                        }
-                    },
-                    None => Asked::Not(Box::new(view.to_request_with(Map::new()))),
-                }
+        let mut deciding = Deciding::start(self, call, args, args_text, timestamp, started, self.is_plain())?;
+        for (index, guard) in deciding.guards() {
+            let concluded = match deciding.ask(index, guard) {
+                ControlFlow::Break(reached) => return Ok(reached),
+                ControlFlow::Continue(concluded) => concluded,
             };
-            let concluded = match asked {
-                Asked::Decided(concluded) => concluded,
-                Asked::Not(mut request) => {
-                    request.tool_input = args.take();
-                    let evaluation = guard.provider.evaluate(&request);
-                    let facts = CallFacts::of_request(&request);
-                    let concluded =
-                        self.conclude(guard, &this, facts, evaluation, "sync", || Cow::Borrowed(&*request));
-                    args.give_back(std::mem::take(&mut request.tool_input));
-                    concluded
-                }
-            };
-            if let (Some(answers), Ok((decision, provider_error))) = (answers.as_deref_mut(), &concluded) {
-                let request = this.view(guard, args.get()).to_request();
-                answers.push(Answer {
-                    index,
-                    decision: decision.clone(),
-                    provider_error: *provider_error,
-                    request,
-                });
-            }
-            this.follow(&mut args, &concluded);
-            if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
+            if !deciding.take(index, guard, concluded)? {
                 break;
             }
         }
-        Ok(Reached::Concluded(self.finish(tally, &this, args.get(), started)))
+        Ok(deciding.finish())
     }
 
     /// [`Self::decide_sync`] on the async path.
     pub(super) async fn decide_async(
         &self,
         call: &ToolCallRequest,
-        mut args: Args<'_>,
+        args: Args<'_>,
         args_text: Option<&str>,
         timestamp: &str,
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
-        let mut this = Call::new(call, timestamp, args_text)?;
-        if let Some(refused) = self.refuse_name(&this, args.get(), started) {
-            return Ok(Reached::Concluded((refused, false, None)));
-        }
-        let mut tally = Tally::new(self);
-        let alone = self.is_plain();
-        for (index, guard) in self.selected(this.tool_name()) {
-            let asked = {
-                let view = this.view(guard, args.get());
-                // A provider that never blocks is asked as on the sync path
-                // (no future to box, nothing to wait for).
-                let evaluation = match guard.provider.never_blocks() {
-                    true => guard.provider.rule_view(&view).map(Answered::Now),
-                    false => guard.provider.aevaluate_view(&view).map(Answered::Later),
-                };
-                // Bound, so that the provider's future is gone before `view`.
-                let asked = match evaluation {
-                    Some(evaluation) => {
-                        let ruled = match evaluation {
-                            Answered::Now(ruled) => ruled,
-                            Answered::Later(future) => future.await.map(Ruling::Decision),
-                        };
-                        match plain_allow(ruled, alone, index) {
-                            ControlFlow::Break(reached) => return Ok(reached),
-                            ControlFlow::Continue(evaluation) => {
-                                Asked::Decided(self.conclude_view(guard, &this, &view, evaluation, "async"))
-                            }
-                        }
-                    }
-                    None => Asked::Not(Box::new(view.to_request_with(Map::new()))),
-                };
-                asked
+        let mut deciding = Deciding::start(self, call, args, args_text, timestamp, started, self.is_plain())?;
+        for (index, guard) in deciding.guards() {
+            let concluded = match deciding.ask_async(index, guard).await {
+                ControlFlow::Break(reached) => return Ok(reached),
+                ControlFlow::Continue(concluded) => concluded,
             };
-            let concluded = match asked {
-                Asked::Decided(concluded) => concluded,
-                Asked::Not(mut request) => {
-                    request.tool_input = args.take();
-                    let evaluation = guard.provider.aevaluate(&request).await;
-                    let facts = CallFacts::of_request(&request);
-                    let concluded =
-                        self.conclude(guard, &this, facts, evaluation, "async", || Cow::Borrowed(&*request));
-                    args.give_back(std::mem::take(&mut request.tool_input));
-                    concluded
-                }
-            };
-            this.follow(&mut args, &concluded);
-            if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
+            if !deciding.take(index, guard, concluded)? {
                 break;
             }
         }
-        Ok(Reached::Concluded(self.finish(tally, &this, args.get(), started)))
+        Ok(deciding.finish())
     }
 
     /// The host's denial of a call whose tool name it refuses
@@ -450,7 +523,7 @@ impl GuardrailMiddleware {
         view: &CallView<'_>,
         evaluation: Evaluation,
         path: &str,
-    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
+    ) -> Conclusion {
         // An audit event never holds the arguments: its request needs none.
         self.conclude(guard, this, CallFacts::of_view(view), evaluation, path, || {
             Cow::Owned(view.to_request_with(Map::new()))
@@ -471,7 +544,7 @@ impl GuardrailMiddleware {
         evaluation: Evaluation,
         path: &str,
         request: impl FnOnce() -> Cow<'r, GuardrailRequest>,
-    ) -> Result<(GuardrailDecision, bool), ToolCallError> {
+    ) -> Conclusion {
         let tool_name = facts.tool_name;
         let (decision, provider_error) = match evaluation {
             Ok(mut decision) => match outcome::take_requested(&mut decision) {

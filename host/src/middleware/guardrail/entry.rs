@@ -2,16 +2,15 @@
 //! with the arguments' JSON text or without, and the tool-call middleware
 //! trait.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use super::denial::not_run;
-use super::engine::{Args, Call, Reached, Tally};
+use super::engine::{Args, Deciding, Reached};
 use super::GuardrailMiddleware;
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
-use crate::outcome::{self, CallFacts};
+use crate::outcome;
 use crate::provider::{BoxFuture, Evaluation, GuardrailProvider};
 use crate::request::{
     CallView, GuardrailDecision, GuardrailRequest, Timestamp, ToolCallRequest, ToolMessage,
@@ -240,30 +239,23 @@ impl GuardrailMiddleware {
     {
         let started = self.started();
         let now = Timestamp::now();
-        let mut args = Args::Borrowed(&call.tool_call.args);
-        let mut this = Call::new(call, now.as_str(), args_text)?;
-        if let Some(refused) = self.refuse_name(&this, args.get(), started) {
-            return Ok((refused, false));
-        }
-        let mut tally = Tally::new(self);
-        for (index, guard) in self.selected(this.tool_name()) {
-            let request = Arc::new(this.view(guard, args.get()).to_request());
-            let args_text = this.args_text.filter(|_| guard.provider.reads_tool_input()).map(Arc::from);
+        let args = Args::Borrowed(&call.tool_call.args);
+        let mut deciding = Deciding::start(self, call, args, args_text, now.as_str(), started, false)?;
+        for (index, guard) in deciding.guards() {
+            let request = Arc::new(deciding.view(guard).to_request());
+            let args_text = deciding.args_text().filter(|_| guard.provider.reads_tool_input()).map(Arc::from);
             let to_evaluate = ToEvaluate {
                 provider: Arc::clone(&guard.provider),
                 request: Arc::clone(&request),
                 args_text,
             };
             let evaluation = evaluate(to_evaluate).await;
-            let facts = CallFacts::of_request(&request);
-            let concluded =
-                self.conclude(guard, &this, facts, evaluation, "async", || Cow::Borrowed(&*request));
-            this.follow(&mut args, &concluded);
-            if !self.tally(&mut tally, index, guard, concluded, &this, args.get(), started)? {
+            let concluded = deciding.conclude(guard, &request, evaluation, "async");
+            if !deciding.take(index, guard, concluded)? {
                 break;
             }
         }
-        let (decision, provider_error, _) = self.finish(tally, &this, args.get(), started);
+        let (decision, provider_error, _) = deciding.finish().into_concluded();
         Ok((decision, provider_error))
     }
 

@@ -1,6 +1,8 @@
 //! `explain`: what each guard made of a call.
 
-use super::engine::{Answer, Args};
+use std::ops::ControlFlow;
+
+use super::engine::{Args, Deciding};
 use super::GuardrailMiddleware;
 use crate::middleware::guard::GuardKind;
 use crate::middleware::ToolCallError;
@@ -54,6 +56,14 @@ pub enum StepAnswer {
     NotAsked,
 }
 
+/// One guard's answer, as it was asked.
+struct Answer {
+    index: usize,
+    decision: GuardrailDecision,
+    provider_error: bool,
+    request: GuardrailRequest,
+}
+
 impl GuardrailMiddleware {
     /// Decides `call` as [`Self::decide`] does, and says what each guard
     /// made of it: not selected (its `tools:` leave the call out), asked
@@ -64,9 +74,32 @@ impl GuardrailMiddleware {
         let now = Timestamp::now();
         let mut answers = Vec::new();
         let args = Args::Borrowed(&call.tool_call.args);
-        let (decision, provider_error, _) = self
-            .decide_sync_recording(call, args, None, now.as_str(), self.started(), Some(&mut answers))?
-            .into_concluded();
+        // Not `alone`: each answer is recorded, a plain allow too.
+        let mut deciding = Deciding::start(self, call, args, None, now.as_str(), self.started(), false)?;
+        for (index, guard) in deciding.guards() {
+            let concluded = match deciding.ask(index, guard) {
+                ControlFlow::Continue(concluded) => concluded,
+                // Not alone, a plain allow is concluded like any answer;
+                // were it not, it would be the allow it stands for.
+                ControlFlow::Break(reached) => {
+                    let (decision, provider_error, _) = reached.into_concluded();
+                    Ok((decision, provider_error))
+                }
+            };
+            if let Ok((decision, provider_error)) = &concluded {
+                let request = deciding.view(guard).to_request();
+                answers.push(Answer {
+                    index,
+                    decision: decision.clone(),
+                    provider_error: *provider_error,
+                    request,
+                });
+            }
+            if !deciding.take(index, guard, concluded)? {
+                break;
+            }
+        }
+        let (decision, provider_error, _) = deciding.finish().into_concluded();
         let tool = call.tool_call.name.as_deref().unwrap_or_default();
         // A name the host refuses is decided before any guard.
         let refused = !tool_name::is_valid(tool);

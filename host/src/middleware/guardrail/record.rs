@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::engine::{no_provider, unselected, Call, Concluded, Tally};
+use super::engine::{no_provider, unselected, Call, Concluded, Conclusion, Tally};
 use super::GuardrailMiddleware;
 use crate::audit::{AuditAction, AuditProvider, AuditRecord};
 use crate::config::Mode;
@@ -25,7 +25,7 @@ impl GuardrailMiddleware {
         tally: &mut Tally,
         index: usize,
         guard: &Guard,
-        concluded: Result<(GuardrailDecision, bool), ToolCallError>,
+        concluded: Conclusion,
         this: &Call<'_>,
         args: &Map<String, Value>,
         started: Option<Instant>,
