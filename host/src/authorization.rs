@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::middleware::{Guard, ToolCallError};
-use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure, Ruled, Ruling};
 use crate::request::{
     CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Timestamp, ToolCallRequest,
 };
@@ -121,12 +121,12 @@ impl GuardrailProvider for AuthorizationAdapter {
         })
     }
 
-    fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
+    fn rule_view(&self, call: &CallView<'_>) -> Option<Ruled> {
         if let Some(decision) = self.infrastructure(call.tool_name) {
-            return Some(Ok(decision));
+            return Some(Ok(Ruling::Decision(decision)));
         }
         let call = self.with_role(call);
-        Some(crate::provider::evaluate_call(&*self.inner, &call))
+        Some(crate::provider::rule_call(&*self.inner, &call))
     }
 
     fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
@@ -186,10 +186,7 @@ pub fn filter_tools(
         call.tool_call.name = Some((*tool).to_owned());
         let view =
             CallView::new(&call, &empty, guard.passport(), now.as_str()).map_err(ToolCallError::from)?;
-        let evaluation = guard
-            .provider()
-            .evaluate_view(&view)
-            .unwrap_or_else(|| guard.provider().evaluate(&view.to_request()));
+        let evaluation = crate::provider::evaluate_call(&**guard.provider(), &view);
         match evaluation {
             Ok(decision) if decision.allow => allowed.push((*tool).to_owned()),
             Ok(_) => {}

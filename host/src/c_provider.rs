@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::load_error::LoadErrorKind;
-use crate::provider::{BoxFuture, Evaluation, GuardrailProvider, Interrupt, ProviderFailure};
+use crate::provider::{Evaluation, GuardrailProvider, Interrupt, ProviderFailure};
 use crate::request::{GuardrailDecision, GuardrailReason, GuardrailRequest};
 
 /// At most this many accepted keys are read: a list without its NULL
@@ -341,10 +341,6 @@ impl GuardrailProvider for CProvider {
         self.decide(request)
     }
 
-    fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
-        // The C ABI is synchronous: the call is made when the future is
-        // first polled (a slow provider belongs under `timeout_ms`, whose
-        // evaluation threads keep it off the caller's).
-        Box::pin(async move { self.decide(request) })
-    }
+    // `aevaluate` is the default: the C ABI is synchronous, and the call
+    // is made when the future is first polled.
 }

@@ -165,7 +165,7 @@ pub use outcome::{
 };
 pub use provider::{
     aevaluate_call, block_on, evaluate_call, evaluate_here, with_abi_request, AbiProvider, BoxFuture,
-    Evaluation, GuardrailProvider, Interrupt, ProviderFailure, Ruling,
+    Evaluation, GuardrailProvider, Interrupt, ProviderFailure, Ruled, Ruling,
 };
 pub use registry::{register_builtin, register_default_role_check, DefaultRoleCheck};
 pub use reload::{ReloadError, ReloadPolicy, ReloadStatus, Reloader};

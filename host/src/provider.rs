@@ -104,7 +104,10 @@ pub fn evaluate_here_with_args_text(
                 Some(evaluation) => block_on(evaluation),
                 None => block_on(provider.aevaluate(request)),
             },
-            (false, Some(view)) => provider.evaluate_view(view).unwrap_or_else(|| provider.evaluate(request)),
+            (false, Some(view)) => match provider.rule_view(view) {
+                Some(ruled) => ruled.map(Ruling::into_decision),
+                None => provider.evaluate(request),
+            },
             (true, None) => block_on(provider.aevaluate(request)),
             (false, None) => provider.evaluate(request),
         }
@@ -151,10 +154,19 @@ impl Ruling {
 pub type Ruled = Result<Ruling, ProviderFailure>;
 
 /// Asks `provider` about `call` through the borrowed view when it takes
-/// one ([`GuardrailProvider::evaluate_view`]), else through the owned
-/// request made from it.
+/// one ([`GuardrailProvider::rule_view`]), else through the owned request
+/// made from it.
 pub fn evaluate_call(provider: &dyn GuardrailProvider, call: &CallView<'_>) -> Evaluation {
-    provider.evaluate_view(call).unwrap_or_else(|| provider.evaluate(&call.to_request()))
+    rule_call(provider, call).map(Ruling::into_decision)
+}
+
+/// [`evaluate_call`], a plain allow kept in brief where the provider gives
+/// it so.
+pub(crate) fn rule_call(provider: &dyn GuardrailProvider, call: &CallView<'_>) -> Ruled {
+    match provider.rule_view(call) {
+        Some(ruled) => ruled,
+        None => provider.evaluate(&call.to_request()).map(Ruling::Decision),
+    }
 }
 
 /// [`evaluate_call`] on the async path.
@@ -166,6 +178,13 @@ pub async fn aevaluate_call(provider: &dyn GuardrailProvider, call: &CallView<'_
 }
 
 /// A guardrail provider, as the middleware sees it.
+///
+/// A provider must say two things, its name and its decision
+/// ([`GuardrailProvider::evaluate`]); everything else has a default
+/// derived from them: the async path runs `evaluate`, the borrowed-view
+/// paths are not taken (the middleware builds the owned request), and the
+/// declarations claim nothing (the provider reads everything, may block,
+/// and may quote its input).
 pub trait GuardrailProvider: Send + Sync {
     /// The provider's name.
     fn name(&self) -> &str;
@@ -173,31 +192,32 @@ pub trait GuardrailProvider: Send + Sync {
     /// Decides one tool call.
     fn evaluate(&self, request: &GuardrailRequest) -> Evaluation;
 
-    /// Decides one tool call on the async path.
-    fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation>;
+    /// Decides one tool call on the async path. By default `evaluate`,
+    /// called when the future is first polled: a provider that waits (on
+    /// a socket, a process, a lock) gives its own, so that the caller's
+    /// runtime is not held up (or is put under `timeout_ms`, whose
+    /// evaluation threads keep it off the caller's).
+    fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
+        Box::pin(async move { self.evaluate(request) })
+    }
 
     /// Decides one tool call from the borrowed view the middleware's
     /// wrapping paths have, when this provider can without the owned
-    /// [`GuardrailRequest`] (the request's fields, borrowed; no copy). By
+    /// [`GuardrailRequest`] (the request's fields, borrowed; no copy), as a
+    /// [`Ruling`]: a provider that has its plain allows in brief (a
+    /// library's, through its `decide`) saves the caller the decision. By
     /// default `None`: the middleware builds the request and calls
-    /// [`GuardrailProvider::evaluate`]. Whatever this returns must be what
-    /// `evaluate` returns for `call.to_request()`.
-    fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
+    /// [`GuardrailProvider::evaluate`]. Whatever this returns must stand
+    /// for what `evaluate` returns for `call.to_request()`
+    /// ([`evaluate_call`] asks either way).
+    fn rule_view(&self, call: &CallView<'_>) -> Option<Ruled> {
         let _ = call;
         None
     }
 
-    /// [`GuardrailProvider::evaluate_view`], answered as a [`Ruling`]: a
-    /// provider that has its plain allows in brief (a library's, through
-    /// its `decide`) saves the caller the decision. By default,
-    /// `evaluate_view`'s decision. Whatever this returns must stand for
-    /// what `evaluate_view` returns.
-    fn rule_view(&self, call: &CallView<'_>) -> Option<Ruled> {
-        self.evaluate_view(call).map(|evaluation| evaluation.map(Ruling::Decision))
-    }
-
-    /// The async path's [`GuardrailProvider::evaluate_view`]: `None` (the
-    /// default) has the middleware call [`GuardrailProvider::aevaluate`].
+    /// The async path's [`GuardrailProvider::rule_view`], answered in full:
+    /// `None` (the default) has the middleware call
+    /// [`GuardrailProvider::aevaluate`].
     fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {
         let _ = call;
         None
@@ -221,7 +241,7 @@ pub trait GuardrailProvider: Send + Sync {
     /// (by default, no: it may wait). A caller may then call it where it
     /// would not call code that can wait (the Python package keeps the
     /// interpreter's lock), and decide an async call through
-    /// [`GuardrailProvider::evaluate_view`] or [`GuardrailProvider::evaluate`]
+    /// [`GuardrailProvider::rule_view`] or [`GuardrailProvider::evaluate`]
     /// (the middleware does: nothing is boxed or awaited).
     fn never_blocks(&self) -> bool {
         false
@@ -501,10 +521,6 @@ impl GuardrailProvider for AbiProvider {
 
     fn aevaluate<'a>(&'a self, request: &'a GuardrailRequest) -> BoxFuture<'a, Evaluation> {
         Box::pin(async move { self.adecide(&request.view()).await })
-    }
-
-    fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
-        Some(self.decide::<GuardrailDecision>(call))
     }
 
     fn rule_view(&self, call: &CallView<'_>) -> Option<Ruled> {

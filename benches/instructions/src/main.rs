@@ -147,7 +147,7 @@ fn oap_so(n: u64, args_text: bool) {
     let request = GuardrailRequest::from_tool_call(&call, None).unwrap();
     let view = CallView { tool_input_json: args_text.then_some(r#"{"command": "ls"}"#), ..request.view() };
     for _ in 0..n {
-        let decision = provider.evaluate_view(black_box(&view)).unwrap().unwrap();
+        let decision = guardhost::evaluate_call(&*provider, black_box(&view)).unwrap();
         assert!(black_box(decision).allow);
     }
 }

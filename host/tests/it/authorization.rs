@@ -195,7 +195,7 @@ fn the_adapter_asks_with_the_callers_role_and_no_passport() {
     let view = guardhost::CallView::new(&with_role, &with_role.tool_call.args, None, "now").unwrap();
     let provider = guardrail.middleware.guards()[0].provider();
     assert_eq!(provider.evaluate(&view.to_request()).unwrap().metadata["user_role"], "editor");
-    assert_eq!(provider.evaluate_view(&own).unwrap().unwrap().metadata["user_role"], "member");
+    assert_eq!(guardhost::evaluate_call(&**provider, &own).unwrap().metadata["user_role"], "member");
 }
 
 #[test]

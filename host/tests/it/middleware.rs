@@ -191,7 +191,7 @@ fn a_denial_given_the_call_says_what_one_given_a_borrowed_call_says() {
     }
 }
 
-/// `rule_view` stands for `evaluate_view`: a library's plain allow in
+/// `rule_view` stands for `evaluate`: a library's plain allow in
 /// brief (ABI 1.4 `decide`) is `Ruling::Allow`, anything else the decision
 /// itself; a library without `decide` always answers with its decision.
 #[test]
@@ -216,7 +216,7 @@ fn a_library_s_ruling_stands_for_its_decision() {
         let view = guardhost::CallView::new(&call, &call.tool_call.args, None, "now").unwrap();
         let ruling = provider.rule_view(&view).expect("a library takes the view").unwrap();
         assert_eq!(matches!(ruling, Ruling::Allow(_)), in_brief, "{call:?}: {ruling:?}");
-        let decision = provider.evaluate_view(&view).unwrap().unwrap();
+        let decision = provider.evaluate(&view.to_request()).unwrap();
         assert_eq!(ruling.into_decision(), decision, "{call:?}");
     }
 }
@@ -537,7 +537,9 @@ async fn the_tower_layer_guards_a_service() {
 }
 
 /// A provider written directly in Rust, with no library: the middleware only
-/// needs the `GuardrailProvider` trait (as an out-of-process provider will).
+/// needs the `GuardrailProvider` trait (as an out-of-process provider will),
+/// and of it only a name and `evaluate` (the async paths take the default
+/// `aevaluate`, the wrapping paths build the owned request).
 struct NativeProvider;
 impl guardhost::GuardrailProvider for NativeProvider {
     fn name(&self) -> &str {
@@ -546,12 +548,6 @@ impl guardhost::GuardrailProvider for NativeProvider {
     fn evaluate(&self, request: &guardhost::GuardrailRequest) -> guardhost::Evaluation {
         let allow = request.user_role.as_deref() == Some("admin");
         Ok(guardhost::GuardrailDecision::with_reason(allow, "native.role", "admins only"))
-    }
-    fn aevaluate<'a>(
-        &'a self,
-        request: &'a guardhost::GuardrailRequest,
-    ) -> guardhost::BoxFuture<'a, guardhost::Evaluation> {
-        Box::pin(async move { self.evaluate(request) })
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use guardhost::reply::Reply;
 use guardhost::wait::{wait_until, wait_until_async};
-use guardhost::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure};
+use guardhost::{BoxFuture, Evaluation, GuardrailProvider, ProviderFailure, Ruled, Ruling};
 use guardhost::{CallView, GuardrailRequest};
 
 use super::state::{assert_unlocked, Connection, Phase};
@@ -41,8 +41,8 @@ impl GuardrailProvider for ProcessProvider {
         Box::pin(async move { self.adecide(&request.view()).await })
     }
 
-    fn evaluate_view(&self, call: &CallView<'_>) -> Option<Evaluation> {
-        Some(self.decide(call))
+    fn rule_view(&self, call: &CallView<'_>) -> Option<Ruled> {
+        Some(self.decide(call).map(Ruling::Decision))
     }
 
     fn aevaluate_view<'a>(&'a self, call: &'a CallView<'a>) -> Option<BoxFuture<'a, Evaluation>> {

@@ -227,7 +227,8 @@ proptest! {
             }
         };
         let request = view.to_request();
-        let borrowed = capturing().evaluate_view(&view).expect("a library provider takes the view").unwrap();
+        let ruled = capturing().rule_view(&view).expect("a library provider takes the view");
+        let borrowed = ruled.unwrap().into_decision();
         prop_assert_eq!(Value::Object(borrowed.metadata), seen(&request, "sync"));
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let future = capturing().aevaluate_view(&view).expect("a library provider takes the view");
@@ -258,7 +259,8 @@ proptest! {
         let request = view.to_request();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         for provider in [capturing_isolated(), capturing_over_pipes()] {
-            let decision = provider.evaluate_view(&view).expect("an isolated provider takes the view").unwrap();
+            let ruled = provider.rule_view(&view).expect("an isolated provider takes the view");
+            let decision = ruled.unwrap().into_decision();
             prop_assert_eq!(Value::Object(decision.metadata), seen(&request, "sync"));
             let future = provider.aevaluate_view(&view).expect("an isolated provider takes the view");
             let decision = runtime.block_on(future).unwrap();
