@@ -2,7 +2,7 @@
 //! check the library, check the config keys, inject `framework`, construct.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use abi_stable::std_types::{RResult, RStr, RString};
@@ -22,27 +22,40 @@ use crate::resolve::{self, UseTarget};
 /// Resolves, loads, checks and constructs the provider of `spec`. Relative
 /// library paths are resolved against `base_dir`.
 pub fn instantiate(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvider, BuildError> {
-    instantiate_with(spec, base_dir, false)
+    instantiate_with(spec, base_dir, &Instantiation::default())
 }
 
-/// [`instantiate`]; with `content_addressed`, a library is loaded from a
-/// private copy of the checked bytes, named by their digest, as
-/// hot reload needs.
+/// How [`instantiate_with`] builds a provider, beyond what its spec says.
+#[derive(Debug, Clone, Default)]
+pub struct Instantiation {
+    /// Load a library from a private copy of the checked bytes, named by
+    /// their digest, as hot reload needs.
+    pub content_addressed: bool,
+    /// The program an `isolation: process` provider runs in, where the
+    /// caller ships one (the Python package its `guardhost-provider-server`):
+    /// `$GUARDHOST_BIN` still comes first, and without either the launcher
+    /// looks for one.
+    pub server_program: Option<PathBuf>,
+}
+
+/// [`instantiate`], built as `how` says. The spec is checked here, once,
+/// and goes down one way: to the launcher for a provider in a process of
+/// its own (`isolation: process`, `command:`), else to the loader.
 pub fn instantiate_with(
     spec: &ProviderSpec,
     base_dir: &Path,
-    content_addressed: bool,
+    how: &Instantiation,
 ) -> Result<LoadedProvider, BuildError> {
     spec.validate().map_err(|message| BuildError::Spec { message })?;
     if spec.command.is_some() || spec.isolation == Isolation::Process {
-        return crate::launch::launch(spec, base_dir);
+        return crate::launch::launch(spec, base_dir, how.server_program.as_deref());
     }
     let checks = FileChecks {
         sha256: spec.sha256.clone(),
         allow_insecure_permissions: spec.allow_insecure_permissions,
-        content_addressed,
+        content_addressed: how.content_addressed,
     };
-    let limit = call_limit(spec)?;
+    let limit = spec.call_limit();
     let descriptor = locate_checked(&spec.use_, base_dir, &checks)?;
     let config = descriptor.resolve_paths(&spec.config, base_dir);
     let mut loaded = descriptor.construct(&config)?;
@@ -54,14 +67,6 @@ pub fn instantiate_with(
         loaded.info.timeout_ms = spec.timeout_ms;
     }
     Ok(loaded)
-}
-
-/// `provider.timeout_ms` as a duration; 0 is refused.
-pub fn call_limit(spec: &ProviderSpec) -> Result<Option<std::time::Duration>, BuildError> {
-    match spec.timeout_ms {
-        Some(0) => Err(BuildError::Timeout { message: "`provider.timeout_ms` must be at least 1".into() }),
-        ms => Ok(ms.map(std::time::Duration::from_millis)),
-    }
 }
 
 /// Resolves `use:` and loads and checks the library (or finds the

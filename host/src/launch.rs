@@ -20,8 +20,16 @@ use crate::config::ProviderSpec;
 pub trait Launcher: Send + Sync {
     /// Starts the provider `spec` names (`spec.command` for a provider
     /// program, else `spec.use_` under `isolation: process`), resolving
-    /// relative paths against `base_dir`.
-    fn launch(&self, spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvider, BuildError>;
+    /// relative paths against `base_dir`. `spec` has been checked
+    /// ([`ProviderSpec::validate`]). `server_program`: the program an
+    /// `isolation: process` provider runs in, when the caller ships one
+    /// (see [`crate::Instantiation::server_program`]).
+    fn launch(
+        &self,
+        spec: &ProviderSpec,
+        base_dir: &Path,
+        server_program: Option<&Path>,
+    ) -> Result<LoadedProvider, BuildError>;
 }
 
 static LAUNCHER: OnceLock<&'static dyn Launcher> = OnceLock::new();
@@ -39,9 +47,13 @@ pub fn has_launcher() -> bool {
 }
 
 /// Starts `spec`'s provider with the installed launcher.
-pub(crate) fn launch(spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvider, BuildError> {
+pub(crate) fn launch(
+    spec: &ProviderSpec,
+    base_dir: &Path,
+    server_program: Option<&Path>,
+) -> Result<LoadedProvider, BuildError> {
     match LAUNCHER.get() {
-        Some(launcher) => launcher.launch(spec, base_dir),
+        Some(launcher) => launcher.launch(spec, base_dir, server_program),
         None => Err(BuildError::Isolation {
             message: format!(
                 "{} runs the provider in a process of its own, and this program has no process launcher: \

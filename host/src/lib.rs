@@ -152,7 +152,7 @@ pub use config::{
     AuthorizationConfig, ConfigError, ConfigOrigin, GuardrailsConfig, Isolation, LoadedConfig, Mode,
     ProviderSpec, Transport, ALLOW_INSECURE_CONFIG_VAR, REQUIRE_GUARDRAIL_VAR,
 };
-pub use instantiate::{call_limit, instantiate, instantiate_with, locate, locate_checked, Descriptor};
+pub use instantiate::{instantiate, instantiate_with, locate, locate_checked, Descriptor, Instantiation};
 pub use load_error::{list_paths, LoadError, LoadErrorKind};
 pub use loader::{FileChecks, LibraryDescriptor};
 pub use middleware::{

@@ -11,7 +11,7 @@ use crate::authorization::{filter_tools, usable_names, AuthorizationAdapter, Fil
 use crate::built::{BuildError, LoadedProvider, ProviderInfo};
 use crate::config::{LoadedConfig, ProviderSpec};
 use crate::decision_log::DecisionLog;
-use crate::instantiate::instantiate_with;
+use crate::instantiate::{instantiate_with, Instantiation};
 use crate::middleware::{Guard, GuardKind, GuardrailMiddleware, ToolSelector};
 use crate::provider::GuardrailProvider;
 
@@ -120,7 +120,8 @@ pub(crate) fn install_with(
     config: &LoadedConfig,
     content_addressed: bool,
 ) -> Result<Option<Guardrail>, BuildError> {
-    install_using(config, |spec, base_dir| instantiate_with(spec, base_dir, content_addressed))
+    let how = Instantiation { content_addressed, ..Instantiation::default() };
+    install_using(config, |spec, base_dir| instantiate_with(spec, base_dir, &how))
 }
 
 /// [`install`], each provider built by `instantiate` (the Python package

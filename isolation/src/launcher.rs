@@ -22,11 +22,19 @@ const SERVER_NAMES: [&str; 2] = ["guardhost-provider-server", "guardhost"];
 pub struct ProcessLauncher;
 
 impl Launcher for ProcessLauncher {
-    fn launch(&self, spec: &ProviderSpec, base_dir: &Path) -> Result<LoadedProvider, BuildError> {
-        let (provider, info) = if spec.command.is_some() {
-            ProcessProvider::start_program(spec, base_dir)?
-        } else {
-            ProcessProvider::start(spec, base_dir, server_program()?)?
+    fn launch(
+        &self,
+        spec: &ProviderSpec,
+        base_dir: &Path,
+        program: Option<&Path>,
+    ) -> Result<LoadedProvider, BuildError> {
+        let (provider, info) = match (&spec.command, program) {
+            (Some(_), _) => ProcessProvider::start_program(spec, base_dir)?,
+            // `$GUARDHOST_BIN` comes before the caller's program.
+            (None, Some(program)) if std::env::var_os(SERVER_ENV).is_none() => {
+                ProcessProvider::start(spec, base_dir, program.to_path_buf())?
+            }
+            (None, _) => ProcessProvider::start(spec, base_dir, server_program()?)?,
         };
         Ok(LoadedProvider { provider: Arc::new(provider), info })
     }

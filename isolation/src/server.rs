@@ -13,7 +13,7 @@ use super::protocol::{
 };
 use guardhost::Isolation;
 use guardhost::{evaluate_here, GuardrailProvider};
-use guardhost::{instantiate_with, BuildError};
+use guardhost::{instantiate_with, BuildError, Instantiation};
 use guardhost::{LoadError, LoadErrorKind};
 
 pub use crate::protocol::MAX_SERVER_THREADS;
@@ -71,7 +71,8 @@ pub fn serve(
     if pinned_here {
         spec.sha256 = pinned;
     }
-    let loaded = match instantiate_with(&spec, &base_dir, true) {
+    let how = Instantiation { content_addressed: true, ..Instantiation::default() };
+    let loaded = match instantiate_with(&spec, &base_dir, &how) {
         Ok(loaded) => loaded,
         Err(error) => {
             let panicked = matches!(error, BuildError::Constructor { panicked: true, .. });

@@ -3,10 +3,10 @@
 //! built provider.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use guardhost::{BuildError as HostBuildError, Isolation, LoadedProvider, ProviderInfo, ProviderSpec};
-use guardhost_isolation::ProcessProvider;
+use guardhost::{
+    BuildError as HostBuildError, Instantiation, Isolation, LoadedProvider, ProviderInfo, ProviderSpec,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
@@ -19,21 +19,17 @@ use crate::to_py::map_to_dict;
 /// `guardhost-provider-server`.
 pub(crate) use guardhost_isolation::SERVER_ENV;
 
-/// The program that runs an `isolation: process` provider: `$GUARDHOST_BIN`
-/// when set, else the package's `guardhost-provider-server` (given by the
-/// Python side), else the host's own search.
+/// Builds `spec`'s provider; an `isolation: process` one runs in
+/// `$GUARDHOST_BIN` when set, else in the package's
+/// `guardhost-provider-server` (`program`, given by the Python side), else
+/// in what the launcher finds.
 pub(crate) fn instantiate(
     spec: &ProviderSpec,
     base_dir: &Path,
     program: Option<PathBuf>,
 ) -> Result<LoadedProvider, HostBuildError> {
-    if spec.isolation == Isolation::Process && std::env::var_os(SERVER_ENV).is_none() {
-        if let Some(program) = program {
-            let (provider, info) = ProcessProvider::start(spec, base_dir, program)?;
-            return Ok(LoadedProvider { provider: Arc::new(provider), info });
-        }
-    }
-    guardhost::instantiate(spec, base_dir)
+    let how = Instantiation { server_program: program, ..Instantiation::default() };
+    guardhost::instantiate_with(spec, base_dir, &how)
 }
 
 /// Whether a call to the provider can block for long (a limit, or a child

@@ -262,10 +262,19 @@ impl ProviderSpec {
         }
     }
 
-    /// Checks what serde cannot: exactly one of `use:` and `command:`, and
-    /// the keys a program provider needs or cannot have. The message names
-    /// the key and says what to write.
+    /// The per-call limit `timeout_ms` sets, if it sets one (a spec that
+    /// passed [`Self::validate`] sets none of 0).
+    pub fn call_limit(&self) -> Option<std::time::Duration> {
+        self.timeout_ms.map(std::time::Duration::from_millis)
+    }
+
+    /// Checks what serde cannot: exactly one of `use:` and `command:`, the
+    /// keys a program provider needs or cannot have, and a `timeout_ms` of
+    /// at least 1. The message names the key and says what to write.
     pub fn validate(&self) -> Result<(), String> {
+        if self.timeout_ms == Some(0) {
+            return Err("`provider.timeout_ms` must be at least 1".into());
+        }
         for (key, patterns) in [("tools", &self.tools), ("except_tools", &self.except_tools)] {
             if patterns.iter().any(|p| p.trim().is_empty()) {
                 return Err(format!(

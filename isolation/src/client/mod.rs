@@ -109,7 +109,8 @@ impl ProcessProvider {
         base_dir: &Path,
         child: ChildKind,
     ) -> Result<(Self, ProviderInfo), BuildError> {
-        let limit = guardhost::call_limit(spec)?.unwrap_or(DEFAULT_TIMEOUT);
+        spec.validate().map_err(|message| BuildError::Spec { message })?;
+        let limit = spec.call_limit().unwrap_or(DEFAULT_TIMEOUT);
         let mut child_spec = spec.clone();
         child_spec.isolation = Isolation::InProcess;
         child_spec.timeout_ms = None;
