@@ -67,8 +67,9 @@
 //!
 //! # Map
 //!
-//! - [`pack`]: a pack read from its JSON and evaluated, and the reference
-//!   of what a pack may say; [`schema`]: its `required_context`;
+//! - [`pack`]: the reference of what a pack may say, and its types; in it
+//!   `load` (a pack read from its JSON), `evaluate` (a call decided) and
+//!   `message` (a denial's words); [`schema`]: its `required_context`;
 //! - `lexer`, `parser`: a rule's condition, text to expression;
 //!   `bind`: its names resolved once, at load;
 //! - `eval`: the evaluator (values, three-valued logic, paths, functions);

@@ -4,5 +4,16 @@
 mod common;
 mod conformance;
 mod packs;
-mod provider;
 mod redis_state;
+
+// The provider as the host runs it: the real cdylib, loaded by guardhost,
+// with passports written here and DeerFlow's tool calls.
+mod aport;
+mod config;
+mod deerflow;
+mod limits;
+mod messages;
+mod modes;
+mod passport;
+mod required_context;
+mod setup;
