@@ -19,7 +19,9 @@
 //! - [`model`]: the facts a policy needs: programs run (through wrappers
 //!   and exec vectors too), environment changes, code made at run time,
 //!   unknowns;
-//! - [`analysis`]: the built-in dangerous operations, judged on the model;
+//! - [`analysis`]: the checks on a script's structure (wrappers unwrapped,
+//!   code handed on, the built-in dangerous operations), judged on the
+//!   model, one module per check;
 //! - [`text`]: APort's checks on the command's text (an injection, its
 //!   dangerous strings), which the OAP provider keeps beside the model;
 //! - [`url`]: where a URL goes, read as HTTP clients read it.

@@ -12,7 +12,8 @@
 //!   limits);
 //! - [`source`]: where each request's guardrail comes from (fixed, or
 //!   reloaded);
-//! - [`service`]: the routes;
+//! - [`service`]: the routes, one module per route or group of routes of
+//!   one idea;
 //! - [`pending`]: calls held for a human's approval, until answered, in
 //!   memory or in a Redis server replicas share;
 //! - [`approvers`]: who may answer them, and how they are known;
