@@ -8,8 +8,9 @@
 //! (the decision named, the decision log written). What differs between
 //! the ways in is only how a provider is asked: [`Deciding::ask`]
 //! (synchronously, through the borrowed view where the provider can),
-//! [`Deciding::ask_async`] (awaited), or by the caller
-//! ([`GuardrailMiddleware::adecide_text_with`] hands each evaluation out).
+//! [`Deciding::ask_now`] and [`Deciding::ask_later`] (the async path), or
+//! by the caller ([`GuardrailMiddleware::adecide_text_with`] hands each
+//! evaluation out).
 //! An outcome is added in `conclude`, `settle` and `enforce`, once.
 
 use std::borrow::Cow;
@@ -26,7 +27,7 @@ use crate::decision_log::{ChainStep, Decided};
 use crate::middleware::guard::Guard;
 use crate::middleware::ToolCallError;
 use crate::outcome::{self, CallFacts, Kind, Requested, Settled, OUTCOME_KEY};
-use crate::provider::{BoxFuture, Evaluation, ProviderFailure, Ruled, Ruling};
+use crate::provider::{Evaluation, ProviderFailure, Ruled, Ruling};
 use crate::request::{
     Attribution, CallView, GuardrailDecision, GuardrailReason, GuardrailRequest, Held, ToolCallRequest,
 };
@@ -48,6 +49,7 @@ pub(super) struct Tally {
 }
 
 impl Tally {
+    #[inline(always)]
     pub(super) fn new(middleware: &GuardrailMiddleware) -> Self {
         let chain = middleware.is_chain();
         let keep_steps = chain && middleware.decision_log.is_some();
@@ -249,13 +251,6 @@ impl Reached {
     }
 }
 
-/// A provider's answer about the borrowed view on the async path: at once
-/// (it never blocks), or to be awaited.
-pub(super) enum Answered<'a> {
-    Now(Ruled),
-    Later(BoxFuture<'a, Evaluation>),
-}
-
 /// One call being decided (see the module's documentation).
 pub(super) struct Deciding<'m, 'c> {
     middleware: &'m GuardrailMiddleware,
@@ -267,33 +262,30 @@ pub(super) struct Deciding<'m, 'c> {
     /// ([`plain_allow`]).
     alone: bool,
     /// The host's refusal of the call's tool name: no guard is asked.
-    refused: Option<GuardrailDecision>,
+    /// (Boxed: rare, and the struct moves on the hot path.)
+    refused: Option<Box<GuardrailDecision>>,
 }
 
 impl<'m, 'c> Deciding<'m, 'c> {
-    /// Starts deciding `call`, whose arguments are `args` (and arrived as
-    /// the JSON text `args_text`, if given). `alone`: whether a guard's
-    /// plain allow may end the decision at once (a caller that records
-    /// each answer says no).
-    #[inline]
-    pub(super) fn start(
+    /// Starts deciding `call` (see [`Call::new`]), whose arguments are
+    /// `args`. `alone`: whether a guard's plain allow may end the decision
+    /// at once (a caller that records each answer says no). Infallible,
+    /// and built where it is kept: it is large, and on the hot path.
+    #[inline(always)]
+    pub(super) fn new(
         middleware: &'m GuardrailMiddleware,
-        call: &'c ToolCallRequest,
+        this: Call<'c>,
         args: Args<'c>,
-        args_text: Option<&'c str>,
-        timestamp: &'c str,
         started: Option<Instant>,
         alone: bool,
-    ) -> Result<Self, ToolCallError> {
-        let this = Call::new(call, timestamp, args_text)?;
-        let refused = middleware.refuse_name(&this, args.get(), started);
-        let tally = Tally::new(middleware);
-        Ok(Deciding { middleware, this, args, tally, started, alone, refused })
+    ) -> Self {
+        let refused = middleware.refuse_name(&this, args.get(), started).map(Box::new);
+        Deciding { middleware, this, args, tally: Tally::new(middleware), started, alone, refused }
     }
 
     /// The guards to ask, in order, with their places: those that select
     /// the call (none when the host refused its tool name).
-    #[inline]
+    #[inline(always)]
     pub(super) fn guards(&self) -> impl Iterator<Item = (usize, &'m Guard)> + use<'m, 'c> {
         let tool_name = self.this.tool_name();
         let refused = self.refused.is_some();
@@ -302,7 +294,7 @@ impl<'m, 'c> Deciding<'m, 'c> {
     }
 
     /// The call as `guard`'s provider sees it.
-    #[inline]
+    #[inline(always)]
     pub(super) fn view<'v>(&'v self, guard: &'v Guard) -> CallView<'v> {
         self.this.view(guard, self.args.get())
     }
@@ -315,7 +307,7 @@ impl<'m, 'c> Deciding<'m, 'c> {
     /// Asks `guard` (at `index`) synchronously: through the borrowed view
     /// where its provider can, else through the owned request. `Break`: a
     /// plain allow that is the call's decision as it stands.
-    #[inline]
+    #[inline(always)]
     pub(super) fn ask(&mut self, index: usize, guard: &Guard) -> ControlFlow<Reached, Conclusion> {
         {
             let view = self.view(guard);
@@ -328,24 +320,37 @@ impl<'m, 'c> Deciding<'m, 'c> {
         ControlFlow::Continue(self.evaluated(guard, &mut request, evaluation, "sync"))
     }
 
-    /// [`Self::ask`] on the async path: a provider that never blocks is
-    /// asked as on the sync path (no future to box, nothing to wait for).
-    pub(super) async fn ask_async(
+    /// [`Self::ask`] on the async path, as far as it goes without waiting:
+    /// a provider that never blocks is asked through the borrowed view as
+    /// on the sync path (no future to make, box or wait for). `None`: ask
+    /// with [`Self::ask_later`].
+    #[inline(always)]
+    pub(super) fn ask_now(
+        &mut self,
+        index: usize,
+        guard: &Guard,
+    ) -> Option<ControlFlow<Reached, Conclusion>> {
+        if !guard.provider.never_blocks() {
+            return None;
+        }
+        let view = self.view(guard);
+        let ruled = guard.provider.rule_view(&view)?;
+        Some(self.ruled(index, guard, &view, ruled, "async"))
+    }
+
+    /// [`Self::ask`] on the async path, awaited: through the borrowed view
+    /// where the provider takes it, else the owned request.
+    pub(super) async fn ask_later(
         &mut self,
         index: usize,
         guard: &Guard,
     ) -> ControlFlow<Reached, Conclusion> {
-        {
+        if !guard.provider.never_blocks() {
             let view = self.view(guard);
-            let answered = match guard.provider.never_blocks() {
-                true => guard.provider.rule_view(&view).map(Answered::Now),
-                false => guard.provider.aevaluate_view(&view).map(Answered::Later),
-            };
-            if let Some(answered) = answered {
-                let ruled = match answered {
-                    Answered::Now(ruled) => ruled,
-                    Answered::Later(future) => future.await.map(Ruling::Decision),
-                };
+            // Bound, so that the provider's future is gone before `view`.
+            let answer = guard.provider.aevaluate_view(&view);
+            if let Some(future) = answer {
+                let ruled = future.await.map(Ruling::Decision);
                 return self.ruled(index, guard, &view, ruled, "async");
             }
         }
@@ -356,7 +361,7 @@ impl<'m, 'c> Deciding<'m, 'c> {
 
     /// `guard`'s ruling about the call `view` shows, concluded; `Break`
     /// for a plain allow of a guard alone.
-    #[inline]
+    #[inline(always)]
     fn ruled(
         &self,
         index: usize,
@@ -408,7 +413,7 @@ impl<'m, 'c> Deciding<'m, 'c> {
     /// and the tool see the new arguments), tallied. `Ok(false)` when the
     /// call is decided (denied, or held for approval) and no later guard
     /// is asked; an interrupt is logged and returned.
-    #[inline]
+    #[inline(always)]
     pub(super) fn take(
         &mut self,
         index: usize,
@@ -422,10 +427,10 @@ impl<'m, 'c> Deciding<'m, 'c> {
 
     /// What the guards came to: the decision named by its guard in a
     /// chain, and written to the decision log.
-    #[inline]
+    #[inline(always)]
     pub(super) fn finish(self) -> Reached {
         if let Some(refused) = self.refused {
-            return Reached::Concluded((refused, false, None));
+            return Reached::Concluded((*refused, false, None));
         }
         Reached::Concluded(self.middleware.finish(self.tally, &self.this, self.args.get(), self.started))
     }
@@ -445,7 +450,8 @@ impl GuardrailMiddleware {
         timestamp: &str,
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
-        let mut deciding = Deciding::start(self, call, args, args_text, timestamp, started, self.is_plain())?;
+        let this = Call::new(call, timestamp, args_text)?;
+        let mut deciding = Deciding::new(self, this, args, started, self.is_plain());
         for (index, guard) in deciding.guards() {
             let concluded = match deciding.ask(index, guard) {
                 ControlFlow::Break(reached) => return Ok(reached),
@@ -467,9 +473,14 @@ impl GuardrailMiddleware {
         timestamp: &str,
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
-        let mut deciding = Deciding::start(self, call, args, args_text, timestamp, started, self.is_plain())?;
+        let this = Call::new(call, timestamp, args_text)?;
+        let mut deciding = Deciding::new(self, this, args, started, self.is_plain());
         for (index, guard) in deciding.guards() {
-            let concluded = match deciding.ask_async(index, guard).await {
+            let asked = match deciding.ask_now(index, guard) {
+                Some(asked) => asked,
+                None => deciding.ask_later(index, guard).await,
+            };
+            let concluded = match asked {
                 ControlFlow::Break(reached) => return Ok(reached),
                 ControlFlow::Continue(concluded) => concluded,
             };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::denial::not_run;
-use super::engine::{Args, Deciding, Reached};
+use super::engine::{Args, Call, Deciding, Reached};
 use super::GuardrailMiddleware;
 use crate::middleware::{AsyncHandler, SyncHandler, ToolCallError, ToolCallMiddleware, ToolResult};
 use crate::outcome;
@@ -240,7 +240,8 @@ impl GuardrailMiddleware {
         let started = self.started();
         let now = Timestamp::now();
         let args = Args::Borrowed(&call.tool_call.args);
-        let mut deciding = Deciding::start(self, call, args, args_text, now.as_str(), started, false)?;
+        let this = Call::new(call, now.as_str(), args_text)?;
+        let mut deciding = Deciding::new(self, this, args, started, false);
         for (index, guard) in deciding.guards() {
             let request = Arc::new(deciding.view(guard).to_request());
             let args_text = deciding.args_text().filter(|_| guard.provider.reads_tool_input()).map(Arc::from);

@@ -2,7 +2,7 @@
 
 use std::ops::ControlFlow;
 
-use super::engine::{Args, Deciding};
+use super::engine::{Args, Call, Deciding};
 use super::GuardrailMiddleware;
 use crate::middleware::guard::GuardKind;
 use crate::middleware::ToolCallError;
@@ -75,7 +75,8 @@ impl GuardrailMiddleware {
         let mut answers = Vec::new();
         let args = Args::Borrowed(&call.tool_call.args);
         // Not `alone`: each answer is recorded, a plain allow too.
-        let mut deciding = Deciding::start(self, call, args, None, now.as_str(), self.started(), false)?;
+        let this = Call::new(call, now.as_str(), None)?;
+        let mut deciding = Deciding::new(self, this, args, self.started(), false);
         for (index, guard) in deciding.guards() {
             let concluded = match deciding.ask(index, guard) {
                 ControlFlow::Continue(concluded) => concluded,
