@@ -252,9 +252,10 @@ impl Reached {
 }
 
 /// One call being decided (see the module's documentation).
-pub(super) struct Deciding<'m, 'c> {
+pub(super) struct Deciding<'m, 'c, 'd> {
     middleware: &'m GuardrailMiddleware,
-    this: Call<'c>,
+    /// The call, kept by the caller (not moved here: it is large).
+    this: &'d mut Call<'c>,
     args: Args<'c>,
     tally: Tally,
     started: Option<Instant>,
@@ -266,7 +267,7 @@ pub(super) struct Deciding<'m, 'c> {
     refused: Option<Box<GuardrailDecision>>,
 }
 
-impl<'m, 'c> Deciding<'m, 'c> {
+impl<'m, 'c, 'd> Deciding<'m, 'c, 'd> {
     /// Starts deciding `call` (see [`Call::new`]), whose arguments are
     /// `args`. `alone`: whether a guard's plain allow may end the decision
     /// at once (a caller that records each answer says no). Infallible,
@@ -274,12 +275,12 @@ impl<'m, 'c> Deciding<'m, 'c> {
     #[inline(always)]
     pub(super) fn new(
         middleware: &'m GuardrailMiddleware,
-        this: Call<'c>,
+        this: &'d mut Call<'c>,
         args: Args<'c>,
         started: Option<Instant>,
         alone: bool,
     ) -> Self {
-        let refused = middleware.refuse_name(&this, args.get(), started).map(Box::new);
+        let refused = middleware.refuse_name(this, args.get(), started).map(Box::new);
         Deciding { middleware, this, args, tally: Tally::new(middleware), started, alone, refused }
     }
 
@@ -371,7 +372,7 @@ impl<'m, 'c> Deciding<'m, 'c> {
         path: &str,
     ) -> ControlFlow<Reached, Conclusion> {
         let evaluation = plain_allow(ruled, self.alone, index)?;
-        ControlFlow::Continue(self.middleware.conclude_view(guard, &self.this, view, evaluation, path))
+        ControlFlow::Continue(self.middleware.conclude_view(guard, self.this, view, evaluation, path))
     }
 
     /// The owned request for `guard`'s provider, the call's arguments
@@ -406,7 +407,7 @@ impl<'m, 'c> Deciding<'m, 'c> {
         path: &str,
     ) -> Conclusion {
         let facts = CallFacts::of_request(request);
-        self.middleware.conclude(guard, &self.this, facts, evaluation, path, || Cow::Borrowed(request))
+        self.middleware.conclude(guard, self.this, facts, evaluation, path, || Cow::Borrowed(request))
     }
 
     /// Takes guard `index`'s conclusion: its rewrite followed (later guards
@@ -422,7 +423,7 @@ impl<'m, 'c> Deciding<'m, 'c> {
     ) -> Result<bool, ToolCallError> {
         self.this.follow(&mut self.args, &concluded);
         let (middleware, args) = (self.middleware, self.args.get());
-        middleware.tally(&mut self.tally, index, guard, concluded, &self.this, args, self.started)
+        middleware.tally(&mut self.tally, index, guard, concluded, self.this, args, self.started)
     }
 
     /// What the guards came to: the decision named by its guard in a
@@ -432,7 +433,7 @@ impl<'m, 'c> Deciding<'m, 'c> {
         if let Some(refused) = self.refused {
             return Reached::Concluded((*refused, false, None));
         }
-        Reached::Concluded(self.middleware.finish(self.tally, &self.this, self.args.get(), self.started))
+        Reached::Concluded(self.middleware.finish(self.tally, self.this, self.args.get(), self.started))
     }
 }
 
@@ -450,8 +451,8 @@ impl GuardrailMiddleware {
         timestamp: &str,
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
-        let this = Call::new(call, timestamp, args_text)?;
-        let mut deciding = Deciding::new(self, this, args, started, self.is_plain());
+        let mut this = Call::new(call, timestamp, args_text)?;
+        let mut deciding = Deciding::new(self, &mut this, args, started, self.is_plain());
         for (index, guard) in deciding.guards() {
             let concluded = match deciding.ask(index, guard) {
                 ControlFlow::Break(reached) => return Ok(reached),
@@ -473,8 +474,8 @@ impl GuardrailMiddleware {
         timestamp: &str,
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
-        let this = Call::new(call, timestamp, args_text)?;
-        let mut deciding = Deciding::new(self, this, args, started, self.is_plain());
+        let mut this = Call::new(call, timestamp, args_text)?;
+        let mut deciding = Deciding::new(self, &mut this, args, started, self.is_plain());
         for (index, guard) in deciding.guards() {
             let asked = match deciding.ask_now(index, guard) {
                 Some(asked) => asked,

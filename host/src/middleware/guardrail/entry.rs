@@ -240,8 +240,8 @@ impl GuardrailMiddleware {
         let started = self.started();
         let now = Timestamp::now();
         let args = Args::Borrowed(&call.tool_call.args);
-        let this = Call::new(call, now.as_str(), args_text)?;
-        let mut deciding = Deciding::new(self, this, args, started, false);
+        let mut this = Call::new(call, now.as_str(), args_text)?;
+        let mut deciding = Deciding::new(self, &mut this, args, started, false);
         for (index, guard) in deciding.guards() {
             let request = Arc::new(deciding.view(guard).to_request());
             let args_text = deciding.args_text().filter(|_| guard.provider.reads_tool_input()).map(Arc::from);

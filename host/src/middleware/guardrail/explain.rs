@@ -75,8 +75,8 @@ impl GuardrailMiddleware {
         let mut answers = Vec::new();
         let args = Args::Borrowed(&call.tool_call.args);
         // Not `alone`: each answer is recorded, a plain allow too.
-        let this = Call::new(call, now.as_str(), None)?;
-        let mut deciding = Deciding::new(self, this, args, self.started(), false);
+        let mut this = Call::new(call, now.as_str(), None)?;
+        let mut deciding = Deciding::new(self, &mut this, args, self.started(), false);
         for (index, guard) in deciding.guards() {
             let concluded = match deciding.ask(index, guard) {
                 ControlFlow::Continue(concluded) => concluded,
