@@ -263,15 +263,15 @@ pub(super) struct Deciding<'m, 'c, 'd> {
     /// ([`plain_allow`]).
     alone: bool,
     /// The host's refusal of the call's tool name: no guard is asked.
-    /// (Boxed: rare, and the struct moves on the hot path.)
+    /// (Boxed: rare, and the struct is built on the hot path.)
     refused: Option<Box<GuardrailDecision>>,
 }
 
 impl<'m, 'c, 'd> Deciding<'m, 'c, 'd> {
-    /// Starts deciding `call` (see [`Call::new`]), whose arguments are
-    /// `args`. `alone`: whether a guard's plain allow may end the decision
-    /// at once (a caller that records each answer says no). Infallible,
-    /// and built where it is kept: it is large, and on the hot path.
+    /// Starts deciding the call `this` (made by [`Call::new`], which is
+    /// what can fail), whose arguments are `args`. `alone`: whether a
+    /// guard's plain allow may end the decision at once (a caller that
+    /// records each answer says no).
     #[inline(always)]
     pub(super) fn new(
         middleware: &'m GuardrailMiddleware,
