@@ -262,36 +262,58 @@ pub(super) struct Deciding<'m, 'c, 'd> {
     /// Whether a guard's plain allow is the call's decision as it stands
     /// ([`plain_allow`]).
     alone: bool,
-    /// The host's refusal of the call's tool name: no guard is asked.
-    /// (Boxed: rare, and the struct is built on the hot path.)
-    refused: Option<Box<GuardrailDecision>>,
 }
 
 impl<'m, 'c, 'd> Deciding<'m, 'c, 'd> {
     /// Starts deciding the call `this` (made by [`Call::new`], which is
     /// what can fail), whose arguments are `args`. `alone`: whether a
     /// guard's plain allow may end the decision at once (a caller that
-    /// records each answer says no).
+    /// records each answer says no). `Err`: the host refused the call's
+    /// tool name, and that is the decision: no guard is asked.
     #[inline(always)]
+    #[expect(
+        clippy::result_large_err,
+        reason = "inlined where it is matched, and `Ok` is as large: boxing the rare refusal saves nothing"
+    )]
     pub(super) fn new(
         middleware: &'m GuardrailMiddleware,
         this: &'d mut Call<'c>,
         args: Args<'c>,
         started: Option<Instant>,
         alone: bool,
-    ) -> Self {
-        let refused = middleware.refuse_name(this, args.get(), started).map(Box::new);
-        Deciding { middleware, this, args, tally: Tally::new(middleware), started, alone, refused }
+    ) -> Result<Self, Reached> {
+        if let Some(refused) = middleware.refuse_name(this, args.get(), started) {
+            return Err(Reached::Concluded((refused, false, None)));
+        }
+        Ok(Deciding { middleware, this, args, tally: Tally::new(middleware), started, alone })
     }
 
     /// The guards to ask, in order, with their places: those that select
-    /// the call (none when the host refused its tool name).
+    /// the call.
     #[inline(always)]
     pub(super) fn guards(&self) -> impl Iterator<Item = (usize, &'m Guard)> + use<'m, 'c> {
         let tool_name = self.this.tool_name();
-        let refused = self.refused.is_some();
         let guards = self.middleware.guards.iter().enumerate();
-        guards.filter(move |(_, guard)| !refused && guard.selects(tool_name))
+        guards.filter(move |(_, guard)| guard.selects(tool_name))
+    }
+
+    /// Ends the decision with a guard's plain allow (a `Break` of
+    /// [`Self::ask`], [`Self::ask_now`] or [`Self::ask_later`]). That
+    /// happens only to a guard alone, at the first answer, before any was
+    /// taken: the tally is empty and the arguments are still lent or
+    /// borrowed, so nothing here owns memory, and the engine is let go
+    /// without its drop glue (some 30 instructions the hot path would pay
+    /// for nothing: BENCHMARKS.md's instruction counts).
+    #[inline(always)]
+    pub(super) fn allowed(self, reached: Reached) -> Reached {
+        debug_assert!(
+            self.tally.reported.is_none()
+                && self.tally.steps.capacity() == 0
+                && !matches!(self.args, Args::Owned(_)),
+            "a plain allow ended a decision that had taken an answer"
+        );
+        std::mem::forget(self);
+        reached
     }
 
     /// The call as `guard`'s provider sees it.
@@ -428,12 +450,12 @@ impl<'m, 'c, 'd> Deciding<'m, 'c, 'd> {
 
     /// What the guards came to: the decision named by its guard in a
     /// chain, and written to the decision log.
-    #[inline(always)]
-    pub(super) fn finish(self) -> Reached {
-        if let Some(refused) = self.refused {
-            return Reached::Concluded((*refused, false, None));
-        }
-        Reached::Concluded(self.middleware.finish(self.tally, self.this, self.args.get(), self.started))
+    // Not inlined: called, it writes the decision where the caller keeps
+    // it; inlined, the decision was copied twice more on the way out (18
+    // instructions more on every denial, by `scripts/instructions`).
+    #[inline(never)]
+    pub(super) fn finish(self) -> Concluded {
+        self.middleware.finish(self.tally, self.this, self.args.get(), self.started)
     }
 }
 
@@ -452,17 +474,20 @@ impl GuardrailMiddleware {
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
         let mut this = Call::new(call, timestamp, args_text)?;
-        let mut deciding = Deciding::new(self, &mut this, args, started, self.is_plain());
+        let mut deciding = match Deciding::new(self, &mut this, args, started, self.is_plain()) {
+            Ok(deciding) => deciding,
+            Err(refused) => return Ok(refused),
+        };
         for (index, guard) in deciding.guards() {
             let concluded = match deciding.ask(index, guard) {
-                ControlFlow::Break(reached) => return Ok(reached),
+                ControlFlow::Break(reached) => return Ok(deciding.allowed(reached)),
                 ControlFlow::Continue(concluded) => concluded,
             };
             if !deciding.take(index, guard, concluded)? {
                 break;
             }
         }
-        Ok(deciding.finish())
+        Ok(Reached::Concluded(deciding.finish()))
     }
 
     /// [`Self::decide_sync`] on the async path.
@@ -475,21 +500,24 @@ impl GuardrailMiddleware {
         started: Option<Instant>,
     ) -> Result<Reached, ToolCallError> {
         let mut this = Call::new(call, timestamp, args_text)?;
-        let mut deciding = Deciding::new(self, &mut this, args, started, self.is_plain());
+        let mut deciding = match Deciding::new(self, &mut this, args, started, self.is_plain()) {
+            Ok(deciding) => deciding,
+            Err(refused) => return Ok(refused),
+        };
         for (index, guard) in deciding.guards() {
             let asked = match deciding.ask_now(index, guard) {
                 Some(asked) => asked,
                 None => deciding.ask_later(index, guard).await,
             };
             let concluded = match asked {
-                ControlFlow::Break(reached) => return Ok(reached),
+                ControlFlow::Break(reached) => return Ok(deciding.allowed(reached)),
                 ControlFlow::Continue(concluded) => concluded,
             };
             if !deciding.take(index, guard, concluded)? {
                 break;
             }
         }
-        Ok(deciding.finish())
+        Ok(Reached::Concluded(deciding.finish()))
     }
 
     /// The host's denial of a call whose tool name it refuses

@@ -241,7 +241,13 @@ impl GuardrailMiddleware {
         let now = Timestamp::now();
         let args = Args::Borrowed(&call.tool_call.args);
         let mut this = Call::new(call, now.as_str(), args_text)?;
-        let mut deciding = Deciding::new(self, &mut this, args, started, false);
+        let mut deciding = match Deciding::new(self, &mut this, args, started, false) {
+            Ok(deciding) => deciding,
+            Err(refused) => {
+                let (decision, provider_error, _) = refused.into_concluded();
+                return Ok((decision, provider_error));
+            }
+        };
         for (index, guard) in deciding.guards() {
             let request = Arc::new(deciding.view(guard).to_request());
             let args_text = deciding.args_text().filter(|_| guard.provider.reads_tool_input()).map(Arc::from);
@@ -256,7 +262,7 @@ impl GuardrailMiddleware {
                 break;
             }
         }
-        let (decision, provider_error, _) = deciding.finish().into_concluded();
+        let (decision, provider_error, _) = deciding.finish();
         Ok((decision, provider_error))
     }
 

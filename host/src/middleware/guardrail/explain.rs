@@ -2,7 +2,7 @@
 
 use std::ops::ControlFlow;
 
-use super::engine::{Args, Call, Deciding};
+use super::engine::{Args, Call, Deciding, Reached};
 use super::GuardrailMiddleware;
 use crate::middleware::guard::GuardKind;
 use crate::middleware::ToolCallError;
@@ -76,31 +76,11 @@ impl GuardrailMiddleware {
         let args = Args::Borrowed(&call.tool_call.args);
         // Not `alone`: each answer is recorded, a plain allow too.
         let mut this = Call::new(call, now.as_str(), None)?;
-        let mut deciding = Deciding::new(self, &mut this, args, self.started(), false);
-        for (index, guard) in deciding.guards() {
-            let concluded = match deciding.ask(index, guard) {
-                ControlFlow::Continue(concluded) => concluded,
-                // Not alone, a plain allow is concluded like any answer;
-                // were it not, it would be the allow it stands for.
-                ControlFlow::Break(reached) => {
-                    let (decision, provider_error, _) = reached.into_concluded();
-                    Ok((decision, provider_error))
-                }
-            };
-            if let Ok((decision, provider_error)) = &concluded {
-                let request = deciding.view(guard).to_request();
-                answers.push(Answer {
-                    index,
-                    decision: decision.clone(),
-                    provider_error: *provider_error,
-                    request,
-                });
-            }
-            if !deciding.take(index, guard, concluded)? {
-                break;
-            }
-        }
-        let (decision, provider_error, _) = deciding.finish().into_concluded();
+        let decided = match Deciding::new(self, &mut this, args, self.started(), false) {
+            Ok(deciding) => ask_each(deciding, &mut answers)?,
+            Err(refused) => refused,
+        };
+        let (decision, provider_error, _) = decided.into_concluded();
         let tool = call.tool_call.name.as_deref().unwrap_or_default();
         // A name the host refuses is decided before any guard.
         let refused = !tool_name::is_valid(tool);
@@ -128,4 +108,33 @@ impl GuardrailMiddleware {
             .collect();
         Ok(Explained { steps, decision, provider_error })
     }
+}
+
+/// Asks each guard of `deciding` in turn, each answer and the request it
+/// saw pushed to `answers`, until one decides the call.
+fn ask_each(mut deciding: Deciding<'_, '_, '_>, answers: &mut Vec<Answer>) -> Result<Reached, ToolCallError> {
+    for (index, guard) in deciding.guards() {
+        let concluded = match deciding.ask(index, guard) {
+            ControlFlow::Continue(concluded) => concluded,
+            // Not alone, a plain allow is concluded like any answer;
+            // were it not, it would be the allow it stands for.
+            ControlFlow::Break(reached) => {
+                let (decision, provider_error, _) = reached.into_concluded();
+                Ok((decision, provider_error))
+            }
+        };
+        if let Ok((decision, provider_error)) = &concluded {
+            let request = deciding.view(guard).to_request();
+            answers.push(Answer {
+                index,
+                decision: decision.clone(),
+                provider_error: *provider_error,
+                request,
+            });
+        }
+        if !deciding.take(index, guard, concluded)? {
+            break;
+        }
+    }
+    Ok(Reached::Concluded(deciding.finish()))
 }
