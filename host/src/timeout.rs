@@ -179,4 +179,11 @@ impl GuardrailProvider for TimeoutProvider {
     fn reads_attribution(&self) -> bool {
         self.inner.reads_attribution()
     }
+
+    // The messages are the inner provider's (the timeout's own failure
+    // names the provider and the limit only). `never_blocks` is not
+    // forwarded: asked directly, the inner provider would escape the limit.
+    fn messages_quote_input(&self) -> bool {
+        self.inner.messages_quote_input()
+    }
 }

@@ -52,6 +52,37 @@ fn a_hung_call_times_out_on_both_paths_and_answers_still_come_back() {
     });
 }
 
+/// A provider that says what the wrapper must pass on.
+struct Declares;
+
+impl GuardrailProvider for Declares {
+    fn name(&self) -> &str {
+        "declares"
+    }
+
+    fn evaluate(&self, _: &GuardrailRequest) -> guardhost::Evaluation {
+        Ok(guardhost::GuardrailDecision::with_reason(true, "oap.allowed", "allowed"))
+    }
+
+    fn never_blocks(&self) -> bool {
+        true
+    }
+
+    fn messages_quote_input(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn the_wrapper_keeps_what_its_provider_says_of_its_messages_but_not_that_it_never_blocks() {
+    let provider = TimeoutProvider::new(std::sync::Arc::new(Declares), Duration::from_millis(150)).unwrap();
+    // Audit events keep the messages of a provider that quotes no input.
+    assert!(!provider.messages_quote_input());
+    // Asked without the wrapper, it would escape the limit.
+    assert!(!provider.never_blocks());
+    assert!(provider.evaluate(&request("read_file")).unwrap().allow);
+}
+
 fn guardrail(yaml_provider: &str, fail_closed: bool) -> guardhost::Guardrail {
     let yaml =
         format!("guardrails:\n  enabled: true\n  fail_closed: {fail_closed}\n  provider:\n{yaml_provider}");
