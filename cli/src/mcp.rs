@@ -26,9 +26,10 @@ pub struct McpArgs {
     name: Option<String>,
     #[arg(long, help = crate::setup::REQUIRE_HELP)]
     require_guardrail: bool,
-    /// The URL of an MCP server already running (`http://HOST:PORT/mcp`),
-    /// spoken to over the streamable HTTP transport, instead of a command
-    /// after `--`.
+    /// The URL of an MCP server already running (`http://HOST:PORT/mcp`,
+    /// or `https://`: its certificate checked against the system's roots
+    /// and the config's `mcp.ca_file`), spoken to over the streamable HTTP
+    /// transport, instead of a command after `--`.
     #[arg(long, value_name = "URL", conflicts_with = "server")]
     upstream: Option<String>,
     /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of
@@ -154,6 +155,20 @@ fn accept(config: &Path, name: &str) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Reads the trust roots now when a server is reached over `https://`, so
+/// that a bad `mcp.ca_file` or a machine without roots stops the start
+/// rather than each session.
+fn check_tls(mcp: &McpConfig, servers: &Servers) -> Result<(), CliError> {
+    let https = match servers {
+        Servers::One(target) => vec![target],
+        Servers::Several(servers) => servers.iter().map(|(_, target)| target).collect(),
+    };
+    if https.into_iter().any(|target| matches!(target, Target::Http(endpoint) if endpoint.tls.is_some())) {
+        guardhost_mcp::tls::connector(mcp.ca_file.as_deref()).map_err(mcp_error)?;
+    }
+    Ok(())
+}
+
 fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
     let mcp = mcp_config(args.config.as_deref())?;
     // The command line's server, else the config's (`mcp.servers`).
@@ -167,6 +182,7 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
             targets => Servers::Several(targets),
         },
     };
+    check_tls(&mcp, &servers)?;
     let (config, guardrail) = load_guardrail(args.config.as_deref(), required(args.require_guardrail)?)?;
     warn_unguarded(&config);
     let name = args.name.clone().or_else(|| mcp.name.clone()).unwrap_or_else(|| DEFAULT_NAME.to_owned());

@@ -9,6 +9,7 @@
 //!   pinning: true          # withhold tools whose definition changed (default true)
 //!   max_message_bytes: 16777216
 //!   restarts: 3            # start a server that exits again, this many times (default 0)
+//!   ca_file: internal-ca.pem  # trusted for https:// servers besides the system's roots
 //!   servers:               # several servers behind one proxy, their tools named `NAME__TOOL`
 //!     files: {command: [npx, -y, "@modelcontextprotocol/server-filesystem", /data]}
 //!     search: {url: "http://127.0.0.1:3001/mcp"}
@@ -52,6 +53,10 @@ pub struct McpConfig {
     /// line names no server).
     #[serde(default)]
     pub servers: BTreeMap<String, ServerEntry>,
+    /// PEM certificates trusted for `https://` servers besides the
+    /// system's roots, relative to the config file's folder.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The server a proxy stands in front of.
@@ -109,6 +114,7 @@ impl Default for McpConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             restarts: 0,
             servers: BTreeMap::new(),
+            ca_file: None,
         }
     }
 }
@@ -125,7 +131,7 @@ pub enum McpConfigError {
         source: std::io::Error,
     },
     /// The section is not what the proxy reads.
-    #[error("{path}: the `mcp:` section is not valid: {message}; it takes name (string), pins (a file path), pinning (true or false), max_message_bytes (a positive integer), restarts (a count) and servers (NAME: {{command: [PROGRAM, ARG...]}} or NAME: {{url: http://HOST:PORT/mcp}})")]
+    #[error("{path}: the `mcp:` section is not valid: {message}; it takes name (string), pins (a file path), pinning (true or false), max_message_bytes (a positive integer), restarts (a count), servers (NAME: {{command: [PROGRAM, ARG...]}} or NAME: {{url: http(s)://HOST:PORT/mcp}}) and ca_file (a file of PEM certificates)")]
     Invalid {
         /// The file.
         path: PathBuf,
@@ -151,9 +157,12 @@ impl McpConfig {
         if config.max_message_bytes == 0 {
             return Err(invalid("max_message_bytes is 0".into()));
         }
+        let folder = path.parent().unwrap_or(Path::new("."));
         if let Some(pins) = &config.pins {
-            let folder = path.parent().unwrap_or(Path::new("."));
             config.pins = Some(folder.join(pins));
+        }
+        if let Some(ca_file) = &config.ca_file {
+            config.ca_file = Some(folder.join(ca_file));
         }
         config.targets().map_err(invalid)?;
         Ok(config)
@@ -224,7 +233,7 @@ mod tests {
             ("{a__b: {command: [x]}}", "ambiguous"),
             ("{a: {command: []}}", "exactly one of command"),
             ("{a: {command: [x], url: 'http://h/'}}", "exactly one of command"),
-            ("{a: {url: 'https://h/'}}", "servers.a"),
+            ("{a: {url: 'ftp://h/'}}", "servers.a"),
             ("{a: {cmd: [x]}}", "unknown field `cmd`"),
         ] {
             std::fs::write(&path, format!("mcp: {{servers: {servers}}}\n")).unwrap();

@@ -2,6 +2,7 @@
 
 use crate::config::McpConfigError;
 use crate::pins::PinsError;
+use crate::tls::TlsError;
 
 /// Why `guardhost mcp` could not proxy.
 #[derive(Debug, thiserror::Error)]
@@ -24,4 +25,7 @@ pub enum McpError {
     /// The pins file.
     #[error(transparent)]
     Pins(#[from] PinsError),
+    /// TLS towards an `https://` server.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }

@@ -16,26 +16,37 @@
 //! A request the server cannot be reached for, answers with an HTTP error,
 //! or whose event stream ends before its answer, is answered with a
 //! JSON-RPC error saying so, so no call waits for an answer that will not
-//! come. `https://` is not supported yet:
-//! put a local TLS terminator in front, or run the proxy beside the server.
+//! come. An `https://` server is reached over TLS ([`crate::tls`]: the
+//! system's roots and `mcp.ca_file`, the certificate checked against the
+//! URL's host).
+//!
+//! A connection whose exchange has ended (its answer read to the end) is
+//! kept for the next message, up to [`IDLE_CONNECTIONS`] of them; one the
+//! server closed meanwhile is not used, and a message a kept connection
+//! could not send at all is sent again on a new one.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
 
 use crate::framing::Line;
 use crate::message::{Kind, Message, SERVER_GONE};
+use crate::tls::TlsError;
 
-/// An `http://` URL, read as far as the transport needs it.
+/// An `http://` or `https://` URL, read as far as the transport needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// `host:port`, for the connection.
@@ -44,6 +55,9 @@ pub struct Endpoint {
     pub authority: String,
     /// The path and query.
     pub path: String,
+    /// For `https://`: the host the server's certificate must name (a
+    /// DNS name or an IP address, without brackets).
+    pub tls: Option<String>,
 }
 
 /// A URL the transport cannot use.
@@ -57,13 +71,14 @@ pub struct BadUrl {
 }
 
 impl Endpoint {
-    /// Reads `http://host[:port][/path]`.
+    /// Reads `http://host[:port][/path]` or `https://host[:port][/path]`.
     pub fn parse(url: &str) -> Result<Endpoint, BadUrl> {
         let bad = |why| BadUrl { url: url.to_owned(), why };
-        if url.starts_with("https://") {
-            return Err(bad("https:// is not supported yet (put a local TLS terminator in front, or run guardhost mcp beside the server and give its http:// URL)"));
-        }
-        let rest = url.strip_prefix("http://").ok_or_else(|| bad("it does not start with http://"))?;
+        let (rest, tls, port) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false, 80),
+            (_, Some(rest)) => (rest, true, 443),
+            _ => return Err(bad("it does not start with http:// or https://")),
+        };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(at) => (&rest[..at], &rest[at..]),
             None => (rest, "/"),
@@ -75,15 +90,32 @@ impl Endpoint {
             Some(at) => !authority[at..].contains(']'),
             None => false,
         };
-        let address = if has_port { authority.to_owned() } else { format!("{authority}:80") };
+        let address = if has_port { authority.to_owned() } else { format!("{authority}:{port}") };
         let path = if path.starts_with('?') { format!("/{path}") } else { path.to_owned() };
-        Ok(Endpoint { address, authority: authority.to_owned(), path })
+        let host = match has_port {
+            true => &authority[..authority.rfind(':').expect("a port follows a colon")],
+            false => authority,
+        };
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        if tls && ServerName::try_from(host).is_err() {
+            return Err(bad(
+                "its host is neither a DNS name nor an IP address, so no certificate can name it",
+            ));
+        }
+        Ok(Endpoint { address, authority: authority.to_owned(), path, tls: tls.then(|| host.to_owned()) })
     }
 }
+
+/// Connections kept for later messages, at most.
+pub const IDLE_CONNECTIONS: usize = 8;
 
 /// What every exchange with the server shares.
 struct Shared {
     endpoint: Endpoint,
+    /// For `https://`.
+    tls: Option<TlsConnector>,
+    /// Connections kept: each is used again once its exchange has ended.
+    kept: Mutex<Vec<SendRequest<Full<Bytes>>>>,
     limit: usize,
     session: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
@@ -110,13 +142,20 @@ pub struct Transport {
     pub task: tokio::task::JoinHandle<()>,
 }
 
-/// Starts the transport towards `endpoint`; messages over `limit` bytes
-/// are handed on as [`Line::TooLong`].
-pub fn start(endpoint: Endpoint, limit: usize) -> Transport {
+/// Starts the transport towards `endpoint` (over TLS for `https://`,
+/// trusting the system's roots and `ca_file`'s); messages over `limit`
+/// bytes are handed on as [`Line::TooLong`].
+pub fn start(endpoint: Endpoint, limit: usize, ca_file: Option<&Path>) -> Result<Transport, TlsError> {
+    let tls = match endpoint.tls {
+        Some(_) => Some(crate::tls::connector(ca_file)?),
+        None => None,
+    };
     let (input, mut lines) = mpsc::channel::<Vec<u8>>(1024);
     let (output_tx, output) = mpsc::channel::<Line>(1024);
     let shared = Arc::new(Shared {
         endpoint,
+        tls,
+        kept: Mutex::new(Vec::new()),
         limit,
         session: Mutex::new(None),
         version: Mutex::new(None),
@@ -156,7 +195,7 @@ pub fn start(endpoint: Endpoint, limit: usize) -> Transport {
         }
         close(&shared).await;
     });
-    Transport { input, output, task }
+    Ok(Transport { input, output, task })
 }
 
 /// Sends one message and hands on what comes back; `answered` is told
@@ -351,7 +390,8 @@ async fn exchange_get(shared: &Shared, last_event: Option<&str>) -> Result<Respo
     if let Some(id) = last_event {
         request.headers_mut().insert("last-event-id", id.parse().map_err(|_| "a bad event id".to_owned())?);
     }
-    send(shared, request).await
+    let mut sender = connect(shared).await?;
+    sender.send_request(request).await.map_err(|e| format!("the request failed: {e}"))
 }
 
 async fn exchange(
@@ -382,18 +422,82 @@ fn request(shared: &Shared, method: Method, body: Option<Vec<u8>>) -> Request<Fu
     builder.body(Full::new(Bytes::from(body.unwrap_or_default()))).expect("the request's parts are valid")
 }
 
-async fn send(shared: &Shared, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {
-    let stream = TcpStream::connect(&shared.endpoint.address)
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", shared.endpoint.address))?;
+/// Sends `request` on a kept connection whose exchange has ended, or on a
+/// new one, and keeps the connection for a later message.
+async fn send(shared: &Shared, mut request: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {
+    while let Some(mut sender) = shared.ready_connection() {
+        match sender.try_send_request(request).await {
+            Ok(response) => {
+                shared.keep(sender);
+                return Ok(response);
+            }
+            Err(mut error) => match error.take_message() {
+                // Never sent (the server closed the connection meanwhile).
+                Some(unsent) => request = unsent,
+                None => return Err(format!("the request failed: {}", error.error())),
+            },
+        }
+    }
+    let mut sender = connect(shared).await?;
+    let response = sender.send_request(request).await.map_err(|e| format!("the request failed: {e}"))?;
+    shared.keep(sender);
+    Ok(response)
+}
+
+impl Shared {
+    /// A kept connection ready for a request, if one is; forgets the ones
+    /// the server closed.
+    fn ready_connection(&self) -> Option<SendRequest<Full<Bytes>>> {
+        let mut kept = self.kept.lock().expect("not poisoned");
+        kept.retain(|sender| !sender.is_closed());
+        let ready = kept.iter().position(SendRequest::is_ready)?;
+        Some(kept.swap_remove(ready))
+    }
+
+    /// Keeps `sender` for a later message; past [`IDLE_CONNECTIONS`], the
+    /// longest kept one still busy goes (it closes when its exchange ends).
+    fn keep(&self, sender: SendRequest<Full<Bytes>>) {
+        let mut kept = self.kept.lock().expect("not poisoned");
+        kept.retain(|sender| !sender.is_closed());
+        if kept.len() >= IDLE_CONNECTIONS {
+            let busy = kept.iter().position(|s| !s.is_ready()).unwrap_or(0);
+            kept.remove(busy);
+        }
+        kept.push(sender);
+    }
+}
+
+/// A new connection to the server (TLS for `https://`).
+async fn connect(shared: &Shared) -> Result<SendRequest<Full<Bytes>>, String> {
+    let address = &shared.endpoint.address;
+    let stream =
+        TcpStream::connect(address).await.map_err(|e| format!("cannot connect to {address}: {e}"))?;
     let _ = stream.set_nodelay(true);
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    match (&shared.tls, &shared.endpoint.tls) {
+        (Some(connector), Some(host)) => {
+            let name = ServerName::try_from(host.clone())
+                .map_err(|_| format!("`{host}` cannot be named by a certificate"))?;
+            let stream = connector
+                .connect(name, stream)
+                .await
+                .map_err(|e| format!("TLS with {} failed: {e}", shared.endpoint.authority))?;
+            handshake(stream).await
+        }
+        _ => handshake(stream).await,
+    }
+}
+
+async fn handshake<I>(io: I) -> Result<SendRequest<Full<Bytes>>, String>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("HTTP handshake failed: {e}"))?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
-    sender.send_request(request).await.map_err(|e| format!("the request failed: {e}"))
+    Ok(sender)
 }
 
 /// A whole body, up to `limit` bytes.
@@ -570,18 +674,79 @@ mod tests {
             Endpoint {
                 address: "127.0.0.1:8000".into(),
                 authority: "127.0.0.1:8000".into(),
-                path: "/mcp".into()
+                path: "/mcp".into(),
+                tls: None,
             }
         );
         assert_eq!(Endpoint::parse("http://example.com").unwrap().address, "example.com:80");
         assert_eq!(Endpoint::parse("http://[::1]:9/x?y=1").unwrap().path, "/x?y=1");
         assert_eq!(Endpoint::parse("http://[::1]/").unwrap().address, "[::1]:80");
-        assert!(Endpoint::parse("https://example.com/mcp")
-            .unwrap_err()
-            .to_string()
-            .contains("not supported yet"));
+        let e = Endpoint::parse("https://example.com/mcp").unwrap();
+        assert_eq!((e.address.as_str(), e.tls.as_deref()), ("example.com:443", Some("example.com")));
+        let e = Endpoint::parse("https://[::1]:8443").unwrap();
+        assert_eq!((e.address.as_str(), e.tls.as_deref(), e.path.as_str()), ("[::1]:8443", Some("::1"), "/"));
+        assert_eq!(Endpoint::parse("https://127.0.0.1:9/").unwrap().tls.as_deref(), Some("127.0.0.1"));
+        assert!(Endpoint::parse("https://bad_host!/").unwrap_err().to_string().contains("no certificate"));
         assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("http://user:pw@x/").is_err());
+    }
+
+    /// A server answering each message with an empty result as JSON,
+    /// closing each connection after its answer when `close_each`; counts
+    /// the connections it accepted.
+    async fn counting_server(close_each: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use hyper::header::{CONNECTION, CONTENT_TYPE};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| async move {
+                    let body = request.into_body().collect().await.unwrap().to_bytes();
+                    let message: Value = serde_json::from_slice(&body).unwrap();
+                    let answer = serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": {}});
+                    let mut response = Response::new(Full::new(Bytes::from(answer.to_string())));
+                    response.headers_mut().insert(CONTENT_TYPE, "application/json".parse().unwrap());
+                    if close_each {
+                        response.headers_mut().insert(CONNECTION, "close".parse().unwrap());
+                    }
+                    Ok::<_, std::convert::Infallible>(response)
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service),
+                );
+            }
+        });
+        (url, accepted)
+    }
+
+    #[test]
+    fn a_connection_is_used_again_once_its_answer_is_read_and_a_closed_one_is_not() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            for (close_each, connections) in [(false, 1), (true, 5)] {
+                let (url, accepted) = counting_server(close_each).await;
+                let mut transport = start(Endpoint::parse(&url).unwrap(), 1 << 20, None).unwrap();
+                for n in 0..5 {
+                    let request = format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"ping"}}"#);
+                    transport.input.send(request.into_bytes()).await.unwrap();
+                    let Some(Line::Message(answer)) = transport.output.recv().await else {
+                        panic!("no answer to {n}")
+                    };
+                    let answer: Value = serde_json::from_slice(&answer).unwrap();
+                    assert_eq!(answer["id"], n, "{answer}");
+                }
+                assert_eq!(
+                    accepted.load(std::sync::atomic::Ordering::SeqCst),
+                    connections,
+                    "close_each {close_each}"
+                );
+            }
+        });
     }
 
     #[test]

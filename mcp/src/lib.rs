@@ -25,6 +25,8 @@
 //!   tools named `NAME__TOOL`;
 //! - [`http`]: the streamable HTTP transport towards a server
 //!   (`--upstream URL`);
+//! - [`tls`]: TLS towards `https://` servers (the system's roots and
+//!   `mcp.ca_file`);
 //! - [`stdio`]: this process's standard input and output as the client's
 //!   side (pipes on the event loop where they are pipes);
 //! - [`listen`]: the streamable HTTP transport towards clients (`--listen
@@ -50,6 +52,7 @@ pub mod pins;
 pub mod proxy;
 pub mod session;
 pub mod stdio;
+pub mod tls;
 
 pub use config::McpConfig;
 pub use config::{Servers, Target};

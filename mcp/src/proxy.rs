@@ -115,7 +115,7 @@ where
 
     let (events_tx, mut events) = mpsc::channel(QUEUE);
     let limit = config.max_message_bytes;
-    let (mut upstream, server_input) = Upstream::start(target, 1, limit, &events_tx)?;
+    let (mut upstream, server_input) = Upstream::start(target, 1, &config, &events_tx)?;
     spawn_reader(client_in, limit, events_tx.clone(), Event::Client);
     let (client_tx, client_writer) = spawn_writer(client_out, QUEUE);
     let mut restarts_left = config.restarts;
@@ -181,7 +181,7 @@ where
                 proxy.requests_lost(&how).await;
                 let input;
                 (upstream, input) =
-                    match Upstream::start(target, upstream.generation + 1, limit, &proxy.events) {
+                    match Upstream::start(target, upstream.generation + 1, &config, &proxy.events) {
                         Ok(started) => started,
                         Err(error) => {
                             tracing::error!(server = %proxy.gate.server(), "{error}");
@@ -234,13 +234,14 @@ impl Upstream {
     fn start(
         target: &Target,
         generation: u32,
-        limit: usize,
+        config: &McpConfig,
         events: &mpsc::Sender<Event>,
     ) -> Result<(Upstream, mpsc::Sender<Vec<u8>>), McpError> {
+        let limit = config.max_message_bytes;
         let command = match target {
             Target::Command(command) => command,
             Target::Http(endpoint) => {
-                let transport = http::start(endpoint.clone(), limit);
+                let transport = http::start(endpoint.clone(), limit, config.ca_file.as_deref())?;
                 let events = events.clone();
                 let mut output = transport.output;
                 tokio::spawn(async move {

@@ -53,7 +53,7 @@ def free_port():
 
 
 @contextlib.contextmanager
-def http_server(command_for_port, path="/mcp"):
+def http_server(command_for_port, path="/mcp", scheme="http"):
     """Starts an MCP server over the streamable HTTP transport (its command
     given the port) and gives its URL once it accepts connections."""
     port = free_port()
@@ -68,7 +68,7 @@ def http_server(command_for_port, path="/mcp"):
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the HTTP server did not start: {process.stderr.read().decode()[-2000:]}")
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}{path}"
+        yield f"{scheme}://127.0.0.1:{port}{path}"
     finally:
         process.terminate()
         try:

@@ -3,7 +3,8 @@ tests: tools that echo, write files, report progress, ask the client to
 sample and to elicit, change their own description ("rug pull") and crash;
 one resource and one prompt. Over stdio: `python server_under_test.py`;
 over the streamable HTTP transport: `python server_under_test.py --http
-PORT` (at http://127.0.0.1:PORT/mcp).
+PORT` (at http://127.0.0.1:PORT/mcp), or over TLS: `python
+server_under_test.py --https PORT CERT KEY` (at https://127.0.0.1:PORT/mcp).
 """
 
 import os
@@ -106,5 +107,11 @@ def greet(name: str) -> str:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "--https":
+        import uvicorn
+
+        app = server.streamable_http_app(host="127.0.0.1")
+        port, cert, key = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        uvicorn.run(app, host="127.0.0.1", port=port, ssl_certfile=cert, ssl_keyfile=key, log_level="warning")
     else:
         server.run()

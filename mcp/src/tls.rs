@@ -1,0 +1,118 @@
+//! TLS towards `https://` servers: rustls, trusting the system's root
+//! certificates (as curl does: the platform's store, or the files named by
+//! `SSL_CERT_FILE` / `SSL_CERT_DIR`) and, when the config names one,
+//! `mcp.ca_file`'s certificates besides (a private CA's, or a server's own
+//! self-signed one). The server's certificate must name the URL's host;
+//! nothing lets a proxy skip that check.
+//!
+//! The roots are read once per process and `ca_file`, the first time an
+//! `https://` server is reached (at start, when the command line or the
+//! config names one).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::CertificateDer;
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+use tokio_rustls::TlsConnector;
+
+/// Why TLS towards a server cannot be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// `mcp.ca_file` could not be read.
+    #[error("cannot read mcp.ca_file {path}: {why}; it takes a file of PEM certificates (-----BEGIN CERTIFICATE-----)")]
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// Nothing to trust.
+    #[error("no trusted root certificates for https:// servers: the system's store gave none{why}; install the system's CA certificates (ca-certificates), point SSL_CERT_FILE at a bundle, or name one in mcp.ca_file")]
+    NoRoots {
+        /// What the store said, when it said something.
+        why: String,
+    },
+}
+
+/// A connector trusting the system's roots and `ca_file`'s certificates
+/// (read once per process for each `ca_file`; a failure is not kept, so
+/// a fixed file is read at the next session).
+pub fn connector(ca_file: Option<&Path>) -> Result<TlsConnector, TlsError> {
+    static BUILT: OnceLock<Mutex<HashMap<Option<PathBuf>, TlsConnector>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    let key = ca_file.map(Path::to_owned);
+    if let Some(connector) = built.get(&key) {
+        return Ok(connector.clone());
+    }
+    let connector = build(ca_file)?;
+    built.insert(key, connector.clone());
+    Ok(connector)
+}
+
+fn build(ca_file: Option<&Path>) -> Result<TlsConnector, TlsError> {
+    let mut roots = RootCertStore::empty();
+    let system = rustls_native_certs::load_native_certs();
+    let (added, _ignored) = roots.add_parsable_certificates(system.certs);
+    if added > 0 {
+        tracing::debug!("{added} root certificates from the system's store");
+    }
+    if let Some(path) = ca_file {
+        let bad = |why: String| TlsError::CaFile { path: path.to_owned(), why };
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(bad("it holds no certificate".into()));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| bad(format!("a certificate in it is not a CA's: {e}")))?;
+        }
+    }
+    if roots.is_empty() {
+        let why = system.errors.first().map(|e| format!(" ({e})")).unwrap_or_default();
+        return Err(TlsError::NoRoots { why });
+    }
+    // rustls marks ring's provider deprecated for having no post-quantum
+    // key exchange; aws-lc-rs's has one, but needs cmake and minutes of C
+    // on two cores (and in the Windows cross-build). The key exchange here
+    // is X25519 or ECDHE, as most servers offer today.
+    #[expect(deprecated, reason = "ring builds with the C compiler alone")]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring's provider supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // The transport speaks HTTP/1.1.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_that_is_missing_empty_or_not_pem_is_named_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let error = build(Some(&missing)).err().unwrap().to_string();
+        assert!(error.contains("cannot read mcp.ca_file") && error.contains("missing.pem"), "{error}");
+        assert!(error.contains("PEM certificates"), "{error}");
+
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let error = build(Some(&empty)).err().unwrap().to_string();
+        assert!(error.contains("holds no certificate"), "{error}");
+
+        let broken = dir.path().join("broken.pem");
+        std::fs::write(&broken, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").unwrap();
+        let error = build(Some(&broken)).err().unwrap().to_string();
+        assert!(error.contains("broken.pem"), "{error}");
+    }
+}
