@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use guardhost_mcp::http::Endpoint;
+use guardhost_mcp::http::{Bearer, Endpoint};
 use guardhost_mcp::{config::DEFAULT_NAME, pins, Ended, Gate, McpConfig, McpError, Servers, Target};
 
 use crate::error::CliError;
@@ -32,6 +32,10 @@ pub struct McpArgs {
     /// transport, instead of a command after `--`.
     #[arg(long, value_name = "URL", conflicts_with = "server")]
     upstream: Option<String>,
+    /// With --upstream: the environment variable holding the token sent to
+    /// the server as `Authorization: Bearer TOKEN` (never logged).
+    #[arg(long, value_name = "VAR", requires = "upstream")]
+    upstream_token_env: Option<String>,
     /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of
     /// speaking stdio to one client: each client's session gets its own
     /// server (or upstream session). ADDR is HOST:PORT (127.0.0.1:8931;
@@ -174,7 +178,13 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
     // The command line's server, else the config's (`mcp.servers`).
     let servers = match &args.upstream {
         Some(url) => {
-            Servers::One(Target::Http(Endpoint::parse(url).map_err(|e| CliError::Usage(e.to_string()))?))
+            let mut endpoint = Endpoint::parse(url).map_err(|e| CliError::Usage(e.to_string()))?;
+            if let Some(var) = &args.upstream_token_env {
+                let bearer = Bearer::from_env(var)
+                    .map_err(|e| CliError::Usage(format!("--upstream-token-env: {e}")))?;
+                endpoint.bearer = Some(bearer);
+            }
+            Servers::One(Target::Http(endpoint))
         }
         None if !args.server.is_empty() => Servers::One(Target::Command(args.server.clone())),
         None => match mcp.targets().map_err(CliError::Usage)? {
@@ -183,12 +193,20 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
         },
     };
     check_tls(&mcp, &servers)?;
+    let token = listen_token(&args)?;
+    // The tokens are read: out of the environment that the servers
+    // guardhost starts inherit. (No other thread runs yet: providers start
+    // theirs when they load, below.)
+    let upstream_tokens = mcp.servers.values().filter_map(|entry| entry.token_env.as_ref());
+    for var in args.token_env.iter().chain(&args.upstream_token_env).chain(upstream_tokens) {
+        std::env::remove_var(var);
+    }
     let (config, guardrail) = load_guardrail(args.config.as_deref(), required(args.require_guardrail)?)?;
     warn_unguarded(&config);
     let name = args.name.clone().or_else(|| mcp.name.clone()).unwrap_or_else(|| DEFAULT_NAME.to_owned());
     let gate = Gate::new(guardrail, name);
     if let Some(address) = &args.listen {
-        return listen(address, &args, gate, mcp, servers);
+        return listen(address, &args, token, gate, mcp, servers);
     }
     // One thread: the relay's tasks hand each message on within it, with no
     // thread switch (decisions take microseconds; a provider that waits
@@ -197,10 +215,17 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
         .enable_all()
         .build()
         .map_err(|source| CliError::Io { what: "cannot start the async runtime".into(), source })?;
+    // The relay runs as a task: a wake of the future `block_on` drives
+    // makes the runtime poll its event loop once more without waiting
+    // (three `epoll_wait` calls per tool call more, by strace).
     let ended = runtime
         .block_on(async {
-            let (input, output) = guardhost_mcp::stdio::client();
-            guardhost_mcp::mux::relay(gate, mcp, &servers, input, output).await
+            tokio::spawn(async move {
+                let (input, output) = guardhost_mcp::stdio::client();
+                guardhost_mcp::mux::relay(gate, mcp, &servers, input, output).await
+            })
+            .await
+            .expect("the relay does not panic")
         })
         .map_err(mcp_error)?;
     // The runtime's blocking stdin reader never returns on its own.
@@ -216,11 +241,24 @@ fn proxy(args: McpArgs) -> Result<ExitCode, CliError> {
     })
 }
 
+/// The token `--listen`'s clients must send (`--token-env`).
+fn listen_token(args: &McpArgs) -> Result<Option<String>, CliError> {
+    let Some(var) = &args.token_env else { return Ok(None) };
+    match std::env::var(var) {
+        Ok(token) if !token.trim().is_empty() => Ok(Some(token.trim().to_owned())),
+        _ => Err(CliError::Usage(format!(
+            "--token-env {var}: the environment variable {var} is unset or empty; set it to the token \
+             clients send as `Authorization: Bearer TOKEN`"
+        ))),
+    }
+}
+
 /// `--listen ADDR`: the streamable HTTP transport towards clients, until
 /// SIGINT or SIGTERM.
 fn listen(
     address: &str,
     args: &McpArgs,
+    token: Option<String>,
     gate: Gate,
     mcp: McpConfig,
     servers: Servers,
@@ -232,18 +270,6 @@ fn listen(
         .map_err(|e| bad(format!("not HOST:PORT ({e}); e.g. --listen 127.0.0.1:8931")))?
         .next()
         .ok_or_else(|| bad("names no address".into()))?;
-    let token = match &args.token_env {
-        Some(var) => match std::env::var(var) {
-            Ok(token) if !token.trim().is_empty() => Some(token.trim().to_owned()),
-            _ => {
-                return Err(CliError::Usage(format!(
-                "--token-env {var}: the environment variable {var} is unset or empty; set it to the token \
-                     clients send as `Authorization: Bearer TOKEN`"
-            )))
-            }
-        },
-        None => None,
-    };
     if token.is_none() && !socket.ip().is_loopback() {
         return Err(bad(format!(
             "{} is reachable from other machines, and no token is asked: give --token-env VAR (the \

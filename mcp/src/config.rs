@@ -13,6 +13,7 @@
 //!   servers:               # several servers behind one proxy, their tools named `NAME__TOOL`
 //!     files: {command: [npx, -y, "@modelcontextprotocol/server-filesystem", /data]}
 //!     search: {url: "http://127.0.0.1:3001/mcp"}
+//!     github: {url: "https://api.githubcopilot.com/mcp/", token_env: GITHUB_TOKEN}
 //! ```
 
 use std::collections::BTreeMap;
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::http::Endpoint;
+use crate::http::{Bearer, Endpoint};
 
 /// The default limit of one message, either way: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -91,6 +92,10 @@ pub struct ServerEntry {
     /// The server's URL (the streamable HTTP transport).
     #[serde(default)]
     pub url: Option<String>,
+    /// With `url`: the environment variable holding the token sent to the
+    /// server as `Authorization: Bearer TOKEN`.
+    #[serde(default)]
+    pub token_env: Option<String>,
 }
 
 /// What separates a server's name from its tools' and prompts' names
@@ -131,7 +136,7 @@ pub enum McpConfigError {
         source: std::io::Error,
     },
     /// The section is not what the proxy reads.
-    #[error("{path}: the `mcp:` section is not valid: {message}; it takes name (string), pins (a file path), pinning (true or false), max_message_bytes (a positive integer), restarts (a count), servers (NAME: {{command: [PROGRAM, ARG...]}} or NAME: {{url: http(s)://HOST:PORT/mcp}}) and ca_file (a file of PEM certificates)")]
+    #[error("{path}: the `mcp:` section is not valid: {message}; it takes name (string), pins (a file path), pinning (true or false), max_message_bytes (a positive integer), restarts (a count), servers (NAME: {{command: [PROGRAM, ARG...]}} or NAME: {{url: http(s)://HOST:PORT/mcp, token_env: VAR}}) and ca_file (a file of PEM certificates)")]
     Invalid {
         /// The file.
         path: PathBuf,
@@ -164,13 +169,19 @@ impl McpConfig {
         if let Some(ca_file) = &config.ca_file {
             config.ca_file = Some(folder.join(ca_file));
         }
-        config.targets().map_err(invalid)?;
+        // Checked without their tokens: a command that only reads the file
+        // (`guardhost mcp pins`) needs none.
+        config.parse_targets(false).map_err(invalid)?;
         Ok(config)
     }
 
-    /// `mcp.servers` as the proxy reaches them, in name order; why not, when
-    /// an entry is not usable.
+    /// `mcp.servers` as the proxy reaches them, in name order, each
+    /// `token_env` read; why not, when an entry is not usable.
     pub fn targets(&self) -> Result<Vec<(String, Target)>, String> {
+        self.parse_targets(true)
+    }
+
+    fn parse_targets(&self, tokens: bool) -> Result<Vec<(String, Target)>, String> {
         self.servers
             .iter()
             .map(|(name, entry)| {
@@ -184,11 +195,22 @@ impl McpConfig {
                     ));
                 }
                 let target = match (&entry.command, &entry.url) {
+                    (Some(_), _) if entry.token_env.is_some() => {
+                        return Err(format!(
+                            "servers.{name}: token_env goes with url (a server started with a command is \
+                             given its secrets through its own environment)"
+                        ))
+                    }
                     (Some(command), None) if !command.is_empty() => {
                         Target::Command(command.iter().map(OsString::from).collect())
                     }
                     (None, Some(url)) => {
-                        Target::Http(Endpoint::parse(url).map_err(|e| format!("servers.{name}: {e}"))?)
+                        let mut endpoint = Endpoint::parse(url).map_err(|e| format!("servers.{name}: {e}"))?;
+                        if let Some(var) = entry.token_env.as_ref().filter(|_| tokens) {
+                            let bearer = Bearer::from_env(var).map_err(|e| format!("servers.{name}.token_env: {e}"))?;
+                            endpoint.bearer = Some(bearer);
+                        }
+                        Target::Http(endpoint)
                     }
                     _ => {
                         return Err(format!(
@@ -235,11 +257,24 @@ mod tests {
             ("{a: {command: [x], url: 'http://h/'}}", "exactly one of command"),
             ("{a: {url: 'ftp://h/'}}", "servers.a"),
             ("{a: {cmd: [x]}}", "unknown field `cmd`"),
+            ("{a: {command: [x], token_env: T}}", "token_env goes with url"),
         ] {
             std::fs::write(&path, format!("mcp: {{servers: {servers}}}\n")).unwrap();
             let error = McpConfig::from_path(&path).unwrap_err().to_string();
             assert!(error.contains(says), "{servers}: {error}");
         }
+
+        // A token is read when the servers are reached, not when the file is.
+        std::fs::write(
+            &path,
+            "mcp: {servers: {a: {url: 'https://h/', token_env: GUARDHOST_MCP_TEST_UNSET}}}\n",
+        )
+        .unwrap();
+        let error = McpConfig::from_path(&path).unwrap().targets().unwrap_err();
+        assert!(
+            error.contains("servers.a.token_env: the environment variable GUARDHOST_MCP_TEST_UNSET is unset"),
+            "{error}"
+        );
 
         std::fs::write(&path, "mcp: {pinnning: false}\n").unwrap();
         let error = McpConfig::from_path(&path).unwrap_err().to_string();

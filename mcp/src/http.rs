@@ -33,6 +33,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::value::RawValue;
@@ -44,6 +45,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::framing::Line;
 use crate::message::{Kind, Message, SERVER_GONE};
+use crate::sse::EventParser;
 use crate::tls::TlsError;
 
 /// An `http://` or `https://` URL, read as far as the transport needs it.
@@ -58,6 +60,39 @@ pub struct Endpoint {
     /// For `https://`: the host the server's certificate must name (a
     /// DNS name or an IP address, without brackets).
     pub tls: Option<String>,
+    /// The token every request carries as `Authorization: Bearer TOKEN`.
+    pub bearer: Option<Bearer>,
+}
+
+/// A token sent to the server, never shown: its `Debug` names no byte of
+/// it, and the header it goes in is marked sensitive.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Bearer(HeaderValue);
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(..)")
+    }
+}
+
+impl Bearer {
+    /// The token in the environment variable `var`; why not, naming the
+    /// variable (never its value).
+    pub fn from_env(var: &str) -> Result<Bearer, String> {
+        let token = std::env::var(var).unwrap_or_default();
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(format!(
+                "the environment variable {var} is unset or empty; set it to the token the server expects as \
+                 `Authorization: Bearer TOKEN`"
+            ));
+        }
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            format!("the environment variable {var} holds characters a header cannot carry (a token is printable ASCII)")
+        })?;
+        value.set_sensitive(true);
+        Ok(Bearer(value))
+    }
 }
 
 /// A URL the transport cannot use.
@@ -102,7 +137,8 @@ impl Endpoint {
                 "its host is neither a DNS name nor an IP address, so no certificate can name it",
             ));
         }
-        Ok(Endpoint { address, authority: authority.to_owned(), path, tls: tls.then(|| host.to_owned()) })
+        let tls = tls.then(|| host.to_owned());
+        Ok(Endpoint { address, authority: authority.to_owned(), path, tls, bearer: None })
     }
 }
 
@@ -419,6 +455,9 @@ fn request(shared: &Shared, method: Method, body: Option<Vec<u8>>) -> Request<Fu
     if let Some(version) = shared.version.lock().expect("not poisoned").as_deref() {
         builder = builder.header("mcp-protocol-version", version);
     }
+    if let Some(Bearer(token)) = &shared.endpoint.bearer {
+        builder = builder.header(hyper::header::AUTHORIZATION, token.clone());
+    }
     builder.body(Full::new(Bytes::from(body.unwrap_or_default()))).expect("the request's parts are valid")
 }
 
@@ -481,16 +520,19 @@ async fn connect(shared: &Shared) -> Result<SendRequest<Full<Bytes>>, String> {
                 .connect(name, stream)
                 .await
                 .map_err(|e| format!("TLS with {} failed: {e}", shared.endpoint.authority))?;
-            handshake(stream).await
+            handshake(Box::new(stream)).await
         }
-        _ => handshake(stream).await,
+        _ => handshake(Box::new(stream)).await,
     }
 }
 
-async fn handshake<I>(io: I) -> Result<SendRequest<Full<Bytes>>, String>
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
+/// A connection's stream, plain or TLS: one type, so hyper's client is
+/// compiled once.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+
+async fn handshake(io: Box<dyn Stream>) -> Result<SendRequest<Full<Bytes>>, String> {
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("HTTP handshake failed: {e}"))?;
@@ -567,101 +609,6 @@ async fn events(
     Ok(request.is_none() || answer_seen)
 }
 
-/// One server-sent event.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Event {
-    /// Its `data` lines joined (or how long it was, over the limit).
-    pub data: Line,
-    /// Its `id`, if it had one.
-    pub id: Option<String>,
-}
-
-/// Reads server-sent events (the WHATWG format) from chunks of any size.
-#[derive(Debug)]
-pub struct EventParser {
-    limit: usize,
-    pending: Vec<u8>,
-    data: Vec<u8>,
-    data_length: usize,
-    has_data: bool,
-    id: Option<String>,
-    /// The last `retry` field (milliseconds).
-    pub retry_ms: Option<u64>,
-}
-
-impl EventParser {
-    /// A parser whose events' data may hold `limit` bytes.
-    pub fn new(limit: usize) -> EventParser {
-        EventParser {
-            limit,
-            pending: Vec::new(),
-            data: Vec::new(),
-            data_length: 0,
-            has_data: false,
-            id: None,
-            retry_ms: None,
-        }
-    }
-
-    /// The events completed by `chunk`.
-    pub fn feed(&mut self, chunk: &[u8]) -> Vec<Event> {
-        self.pending.extend_from_slice(chunk);
-        let mut events = Vec::new();
-        while let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
-            let mut line: Vec<u8> = self.pending.drain(..=at).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            if line.is_empty() {
-                if self.has_data {
-                    let data = if self.data_length > self.limit {
-                        Line::TooLong(self.data_length)
-                    } else {
-                        Line::Message(std::mem::take(&mut self.data))
-                    };
-                    events.push(Event { data, id: self.id.clone() });
-                }
-                self.data.clear();
-                self.data_length = 0;
-                self.has_data = false;
-                continue;
-            }
-            let (field, value) = match line.iter().position(|&b| b == b':') {
-                Some(0) => continue, // a comment
-                Some(at) => {
-                    let value = &line[at + 1..];
-                    (&line[..at], value.strip_prefix(b" ").unwrap_or(value))
-                }
-                None => (&line[..], &b""[..]),
-            };
-            match field {
-                b"data" => {
-                    if self.has_data {
-                        self.data_length += 1;
-                        if self.data_length <= self.limit {
-                            self.data.push(b'\n');
-                        }
-                    }
-                    self.has_data = true;
-                    self.data_length += value.len();
-                    if self.data_length <= self.limit {
-                        self.data.extend_from_slice(value);
-                    }
-                }
-                b"id" if !value.contains(&0) => self.id = Some(String::from_utf8_lossy(value).into_owned()),
-                b"retry" => {
-                    if let Some(ms) = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
-                        self.retry_ms = Some(ms);
-                    }
-                }
-                _ => {}
-            }
-        }
-        events
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -676,6 +623,7 @@ mod tests {
                 authority: "127.0.0.1:8000".into(),
                 path: "/mcp".into(),
                 tls: None,
+                bearer: None,
             }
         );
         assert_eq!(Endpoint::parse("http://example.com").unwrap().address, "example.com:80");
@@ -691,9 +639,9 @@ mod tests {
         assert!(Endpoint::parse("http://user:pw@x/").is_err());
     }
 
-    /// A server answering each message with an empty result as JSON,
-    /// closing each connection after its answer when `close_each`; counts
-    /// the connections it accepted.
+    /// A server answering each message with the `Authorization` header it
+    /// came with as its result, as JSON, closing each connection after its
+    /// answer when `close_each`; counts the connections it accepted.
     async fn counting_server(close_each: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
         use hyper::header::{CONNECTION, CONTENT_TYPE};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -705,9 +653,12 @@ mod tests {
                 let (stream, _) = listener.accept().await.unwrap();
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let service = hyper::service::service_fn(move |request: Request<Incoming>| async move {
+                    let authorization = request.headers().get(hyper::header::AUTHORIZATION).cloned();
+                    let authorization = authorization.map(|v| v.to_str().unwrap().to_owned());
                     let body = request.into_body().collect().await.unwrap().to_bytes();
                     let message: Value = serde_json::from_slice(&body).unwrap();
-                    let answer = serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": {}});
+                    let result = serde_json::json!({"authorization": authorization});
+                    let answer = serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
                     let mut response = Response::new(Full::new(Bytes::from(answer.to_string())));
                     response.headers_mut().insert(CONTENT_TYPE, "application/json".parse().unwrap());
                     if close_each {
@@ -739,6 +690,7 @@ mod tests {
                     };
                     let answer: Value = serde_json::from_slice(&answer).unwrap();
                     assert_eq!(answer["id"], n, "{answer}");
+                    assert_eq!(answer["result"]["authorization"], Value::Null, "{answer}");
                 }
                 assert_eq!(
                     accepted.load(std::sync::atomic::Ordering::SeqCst),
@@ -750,20 +702,32 @@ mod tests {
     }
 
     #[test]
-    fn events_across_chunks_with_ids_comments_and_a_limit() {
-        let mut parser = EventParser::new(10);
-        let mut events = parser.feed(b": hello\nid: 1\nevent: message\ndata: {\"a\"");
-        assert!(events.is_empty());
-        events.extend(parser.feed(b":1}\r\n\r\ndata: x\ndata: y\n\n"));
-        events.extend(parser.feed(b"data: 0123456789ab\n\nretry: 5\n\n"));
-        assert_eq!(
-            events,
-            vec![
-                Event { data: Line::Message(b"{\"a\":1}".to_vec()), id: Some("1".into()) },
-                Event { data: Line::Message(b"x\ny".to_vec()), id: Some("1".into()) },
-                Event { data: Line::TooLong(12), id: Some("1".into()) },
-            ]
-        );
-        assert_eq!(parser.retry_ms, Some(5));
+    fn a_bearer_token_from_the_environment_goes_with_every_request_and_is_never_shown() {
+        // No other test reads or writes this variable.
+        let var = "GUARDHOST_MCP_TEST_UPSTREAM_TOKEN";
+        std::env::set_var(var, " s3cret-token ");
+        let bearer = Bearer::from_env(var).unwrap();
+        assert_eq!(format!("{bearer:?}"), "Bearer(..)");
+        std::env::set_var(var, "bad\ntoken");
+        let error = Bearer::from_env(var).unwrap_err();
+        assert!(error.contains(var) && !error.contains("bad"), "{error}");
+        std::env::remove_var(var);
+        let error = Bearer::from_env(var).unwrap_err();
+        assert!(error.contains("unset or empty") && error.contains("Authorization: Bearer"), "{error}");
+
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (url, _) = counting_server(false).await;
+            let endpoint = Endpoint { bearer: Some(bearer), ..Endpoint::parse(&url).unwrap() };
+            assert!(!format!("{endpoint:?}").contains("s3cret"));
+            let mut transport = start(endpoint, 1 << 20, None).unwrap();
+            for n in 0..2 {
+                let request = format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"ping"}}"#);
+                transport.input.send(request.into_bytes()).await.unwrap();
+                let Some(Line::Message(answer)) = transport.output.recv().await else { panic!("no answer") };
+                let answer: Value = serde_json::from_slice(&answer).unwrap();
+                assert_eq!(answer["result"]["authorization"], "Bearer s3cret-token", "{answer}");
+            }
+        });
     }
 }

@@ -24,7 +24,7 @@
 //! - [`mux`]: several servers behind one client (`mcp.servers`), their
 //!   tools named `NAME__TOOL`;
 //! - [`http`]: the streamable HTTP transport towards a server
-//!   (`--upstream URL`);
+//!   (`--upstream URL`), its messages and streams as [`sse`] events;
 //! - [`tls`]: TLS towards `https://` servers (the system's roots and
 //!   `mcp.ca_file`);
 //! - [`stdio`]: this process's standard input and output as the client's
@@ -51,6 +51,7 @@ pub mod pending;
 pub mod pins;
 pub mod proxy;
 pub mod session;
+pub mod sse;
 pub mod stdio;
 pub mod tls;
 

@@ -83,6 +83,11 @@ async def pull(ctx: Context) -> str:
     return "pulled"
 
 
+@server.tool(description="Says whether an environment variable is set (never its value).")
+def env(name: str) -> str:
+    return "set" if name in os.environ else "unset"
+
+
 @server.tool(description="Ends the server's process at once.")
 def crash() -> str:
     sys.stdout.flush()

@@ -189,3 +189,11 @@ def test_a_ca_file_that_cannot_be_read_stops_the_start(write_config):
     )
     assert run.returncode == 2, run.stderr
     assert "cannot read mcp.ca_file" in run.stderr and "missing.pem" in run.stderr, run.stderr
+
+
+def test_an_upstream_token_variable_that_is_unset_stops_the_start(write_config):
+    config = write_config(DENY_WRITES)
+    command = [*proxy_command(config, upstream="https://127.0.0.1:9/mcp"), "--upstream-token-env", "GUARDHOST_TEST_UNSET"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2, run.stderr
+    assert "--upstream-token-env: the environment variable GUARDHOST_TEST_UNSET is unset or empty" in run.stderr

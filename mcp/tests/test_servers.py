@@ -116,3 +116,14 @@ def test_a_server_name_that_would_make_names_ambiguous_is_refused_at_start(write
         run = subprocess.run(mux_command(config), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert run.returncode == 2, run.stderr
         assert says in run.stderr and "servers" in run.stderr
+
+
+async def test_upstream_tokens_are_not_inherited_by_the_servers_guardhost_starts(write_config):
+    token = "GUARDHOST_TEST_UPSTREAM_TOKEN"
+    with http_server(sdk_http_server) as url:
+        servers = {"local": {"command": server_command()}, "web": {"url": url, "token_env": token}}
+        config = write_config(config_text(servers))
+        async with client(mux_command(config), env={token: "s3cret"}) as proxied:
+            assert text_of(await proxied.call_tool("local__env", {"name": token})) == "unset"
+            assert text_of(await proxied.call_tool("local__env", {"name": "PATH"})) == "set"
+            assert text_of(await proxied.call_tool("web__echo", {"text": "hi"})) == "hi"
