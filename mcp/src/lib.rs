@@ -35,6 +35,8 @@
 //! - [`metrics`]: what was decided and served, for `GET /metrics`;
 //! - [`pending`]: calls held for an approver over HTTP (`/v1/pending`),
 //!   for clients that cannot be asked through elicitation;
+//! - [`state`]: asks in the 2026-07-28 form (`InputRequiredResult`, a
+//!   signed `requestState`);
 //! - [`config`]: the config file's `mcp:` section; [`error`]: how it fails.
 #![forbid(unsafe_code)]
 
@@ -52,6 +54,7 @@ pub mod pins;
 pub mod proxy;
 pub mod session;
 pub mod sse;
+pub mod state;
 pub mod stdio;
 pub mod tls;
 

@@ -28,6 +28,7 @@ use crate::http;
 use crate::message::{self, raw, Kind, Message, INVALID_PARAMS, SERVER_GONE};
 use crate::pending::Standing;
 use crate::pins::{Pinned, Pins};
+use crate::state;
 use crate::McpError;
 
 /// The JSON-RPC error code of a `resources/read` or `prompts/get` the
@@ -138,6 +139,7 @@ where
         withheld: HashMap::new(),
         initialize: None,
         initialized: false,
+        approved_in_state: HashMap::new(),
     };
     // Once the client closed its side: the server's input is closed as soon
     // as no call waits for a decision (closing it is how stdio asks a
@@ -284,6 +286,16 @@ impl Upstream {
     }
 }
 
+/// Approvals in the 2026-07-28 form remembered for the server's own
+/// rounds of their calls, at most.
+const MAX_APPROVED_IN_STATE: usize = 1024;
+
+/// What a call approved in the 2026-07-28 form is known by: its method,
+/// tool and arguments.
+fn approval_key(method: &str, tool: &str, arguments: &serde_json::Map<String, Value>) -> String {
+    format!("{method}\u{0}{tool}\u{0}{}", Value::Object(arguments.clone()))
+}
+
 /// Gives a guarded request's `params` the arguments a guard rewrote its
 /// call to (see [`crate::gate`] for how each method's parameters are the
 /// call's arguments).
@@ -326,6 +338,10 @@ struct Proxy {
     hidden: HashSet<String>,
     /// Tools withheld as changed since pinned: (pinned, offered).
     withheld: HashMap<String, (String, String)>,
+    /// Calls approved in the 2026-07-28 form, by method, tool and
+    /// arguments: the ask and the first request's id, for the server's
+    /// own rounds of the same call (until the ask's deadline).
+    approved_in_state: HashMap<String, (Ask, String)>,
 }
 
 impl Proxy {
@@ -414,9 +430,15 @@ impl Proxy {
     }
 
     /// A guarded request: decided on a task of its own.
-    async fn guard(&mut self, message: Message, method: String) {
+    async fn guard(&mut self, mut message: Message, method: String) {
         let id = message.get("id").expect("a request has an id").to_owned();
-        let params = message.value("params").unwrap_or_default();
+        let mut params = message.value("params").unwrap_or_default();
+        // The proxy's own state and answer (a retry of an ask in the
+        // 2026-07-28 form) are its, not the server's.
+        let answered = params.as_object_mut().and_then(state::take);
+        if answered.is_some() {
+            message.set("params", raw(&params));
+        }
         let Some((tool, arguments)) = subject(&method, &params) else {
             let needs = match method.as_str() {
                 "tools/call" => "params.name (a string)",
@@ -441,8 +463,71 @@ impl Proxy {
                 return self.reply_error(Some(id), INVALID_PARAMS, &format!("Unknown tool: {tool}")).await;
             }
         }
+        if let Some((issued, action)) = answered {
+            return self.answered_in_state(message, method, tool, arguments, &issued, action).await;
+        }
+        let continued = params.get("requestState").is_some() || params.get("inputResponses").is_some();
+        let key = approval_key(&method, &tool, &arguments);
+        if let Some((ask, first_id)) = self.approved_in_state.get(&key).filter(|_| continued).cloned() {
+            if ask.deadline >= guardhost::unix_now() {
+                // The server's own round of a call approved in this form:
+                // the approval stands until its deadline.
+                let first = self.gate.call(&method, tool, arguments, &first_id, self.client_name.as_deref());
+                let approved = Gate::approved(&first, &ask, self.client_name.as_deref());
+                return self.decide(message, approved, true);
+            }
+            self.approved_in_state.remove(&key);
+        }
         let call = self.gate.call(&method, tool, arguments, id.get(), self.client_name.as_deref());
         self.decide(message, call, false);
+    }
+
+    /// A request sent again with the answer to the proxy's ask (the
+    /// 2026-07-28 form): decided again with the approval, or refused.
+    async fn answered_in_state(
+        &mut self,
+        message: Message,
+        method: String,
+        tool: String,
+        arguments: serde_json::Map<String, Value>,
+        state: &str,
+        action: Option<String>,
+    ) {
+        let id = message.get("id").expect("a request has an id").to_owned();
+        let issued = match state::verify(state, self.gate.server()) {
+            Ok(issued) => issued,
+            Err(bad) => {
+                tracing::warn!(server = %self.gate.server(), tool = %tool, "an approval's state was refused: {bad}");
+                let text = format!(
+                    "Guardrail denied: tool '{tool}' was not approved (guardhost.approval_refused). Reason: {bad}; \
+                     make the call again without it to be asked. Choose an alternative approach."
+                );
+                return self.deny(id, &method, &text, "guardhost.approval_refused").await;
+            }
+        };
+        let key = approval_key(&method, &tool, &arguments);
+        let client = self.client_name.clone();
+        let first = self.gate.call(&method, tool, arguments, &issued.first_id, client.as_deref());
+        let ask = issued.ask;
+        let why = match action.as_deref() {
+            _ if ask.deadline < guardhost::unix_now() => "no answer came before its deadline",
+            Some("accept") => {
+                tracing::info!(server = %self.gate.server(), entry = %ask.entry, digest = %ask.digest, "approved through the 2026-07-28 form's input request");
+                if self.approved_in_state.len() >= MAX_APPROVED_IN_STATE {
+                    let now = guardhost::unix_now();
+                    self.approved_in_state.retain(|_, (ask, _)| ask.deadline >= now);
+                }
+                if self.approved_in_state.len() < MAX_APPROVED_IN_STATE {
+                    self.approved_in_state.insert(key, (ask.clone(), issued.first_id));
+                }
+                let approved = Gate::approved(&first, &ask, client.as_deref());
+                return self.decide(message, approved, true);
+            }
+            Some("decline") => "the user declined it",
+            Some("cancel") => "the user dismissed the question",
+            _ => "the request came back without an answer to it",
+        };
+        self.refuse_unapproved(message, &first, &ask, why).await
     }
 
     fn decide(&mut self, message: Message, call: ToolCallRequest, approved: bool) {
@@ -505,6 +590,19 @@ impl Proxy {
                 tracing::info!(server = %self.gate.server(), method = %method, tool = %tool, args = %args, code = %code, entry = %entry, micros, "denied");
                 self.deny(id, &method, &text, &code).await
             }
+            Ok(Ruling::Ask(ask))
+                if !approved && state::can_elicit(&message.value("params").unwrap_or_default()) =>
+            {
+                tracing::info!(server = %self.gate.server(), tool = %tool, entry = %ask.entry, digest = %ask.digest, "held for approval: asking the client in its answer (2026-07-28)");
+                let question = self.question(&call, &ask);
+                let issued = state::Issued {
+                    ask: *ask,
+                    server: self.gate.server().to_owned(),
+                    first_id: id.get().to_owned(),
+                };
+                let result = state::input_required(&question, state::issue(&issued));
+                self.to_client(&Message::result(id, raw(&result))).await
+            }
             Ok(Ruling::Ask(ask)) if self.elicitation && !approved => {
                 tracing::info!(server = %self.gate.server(), tool = %tool, entry = %ask.entry, digest = %ask.digest, "held for approval: asking the client");
                 self.ask(message, call, ask).await
@@ -543,7 +641,11 @@ impl Proxy {
     /// model reads for `tools/call`, a JSON-RPC error otherwise.
     async fn deny(&self, id: Box<RawValue>, method: &str, text: &str, code: &str) {
         if method == "tools/call" {
-            let result = json!({"content": [{"type": "text", "text": text}], "isError": true});
+            let mut result = json!({"content": [{"type": "text", "text": text}], "isError": true});
+            if self.initialize.is_none() {
+                // The 2026-07-28 form (no `initialize`) tags every result.
+                result["resultType"] = Value::from("complete");
+            }
             self.to_client(&Message::result(id, raw(&result))).await
         } else {
             let error = json!({"code": DENIED, "message": text, "data": {"code": code}});
@@ -602,20 +704,26 @@ impl Proxy {
         }
     }
 
-    /// Puts a held call to the client's user through `elicitation/create`.
-    async fn ask(&mut self, message: Message, call: ToolCallRequest, ask: Box<Ask>) {
-        self.next_client_id += 1;
-        let proxy_id = self.next_client_id;
-        let tool = call.tool_call.name.clone().unwrap_or_default();
+    /// What the client's user is asked about a held call.
+    fn question(&self, call: &ToolCallRequest, ask: &Ask) -> String {
+        let tool = call.tool_call.name.as_deref().unwrap_or_default();
         let arguments = serde_json::to_string_pretty(&call.tool_call.args).unwrap_or_default();
         let wait = ask.deadline.saturating_sub(guardhost::unix_now());
-        let text = format!(
+        format!(
             "Approve the call of tool '{tool}' on MCP server '{}'?\n\nArguments:\n{arguments}\n\nAsked by guardrail \
              entry '{}' (call digest {}). Accept to run it, decline to refuse it; after {wait} s it is refused.",
             self.gate.server(),
             ask.entry,
             ask.digest
-        );
+        )
+    }
+
+    /// Puts a held call to the client's user through `elicitation/create`.
+    async fn ask(&mut self, message: Message, call: ToolCallRequest, ask: Box<Ask>) {
+        self.next_client_id += 1;
+        let proxy_id = self.next_client_id;
+        let wait = ask.deadline.saturating_sub(guardhost::unix_now());
+        let text = self.question(&call, &ask);
         let params = json!({"message": text, "requestedSchema": {"type": "object", "properties": {}}});
         self.to_client(&Message::request(proxy_id, "elicitation/create", &params)).await;
         self.to_client.insert(proxy_id, ToClient::Approval { message, call: Box::new(call), ask });

@@ -12,7 +12,10 @@ import sys
 
 from pydantic import BaseModel
 
+from typing import Annotated
+
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import SamplingMessage, TextContent
 
 server = MCPServer("guardhost-test-server")
@@ -73,6 +76,15 @@ async def confirm(question: str, ctx: Context) -> str:
     if result.action == "accept":
         return f"user said: {result.data.answer}"
     return f"user chose {result.action}"
+
+
+def name_asked(question: str) -> Elicit[Answer]:
+    return Elicit(question, Answer)
+
+
+@server.tool(description="Asks the user a question through a resolver: mid-call, or in the 2026-07-28 form its own round.")
+def ask(question: str, name: Annotated[Answer, Resolve(name_asked)]) -> str:
+    return f"user said: {name.answer}"
 
 
 @server.tool(description="Changes the description of `add` and says the tool list changed.")

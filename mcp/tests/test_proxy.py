@@ -12,7 +12,7 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from conftest import GUARDHOST, client, denying, dump, proxy_command, sampled, server_command, text_of
+from conftest import GUARDHOST, client, denying, dump, elicited_ada, proxy_command, sampled, server_command, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -88,13 +88,22 @@ ASK_ADD = """
 """
 
 
+def answering(action, asked=None):
+    """An elicitation callback that answers `action`, keeping each
+    question's parameters in `asked`."""
+
+    async def answer(context, params):
+        if asked is not None:
+            asked.append(params)
+        return types.ElicitResult(action=action)
+
+    return answer
+
+
 async def test_an_ask_becomes_an_elicitation_and_accept_runs_the_call(write_config):
     config = write_config(ASK_ADD)
     asked = []
-
-    async def accept(context, params):
-        asked.append(params)
-        return types.ElicitResult(action="accept")
+    accept = answering("accept", asked)
 
     async with client(proxy_command(config), elicitation_callback=accept) as proxied:
         # A tool that waits for approval is listed: some calls of it run.
@@ -120,6 +129,50 @@ async def test_a_declined_ask_is_refused(write_config):
     assert result.is_error
     assert "was not approved (guardhost.approval_refused)" in text_of(result)
     assert "the user declined it" in text_of(result)
+
+
+async def test_an_ask_in_the_2026_07_28_form_is_an_input_request_and_accept_runs_the_call(write_config):
+    config = write_config(ASK_ADD)
+    asked = []
+    accept = answering("accept", asked)
+
+    async with client(proxy_command(config), mode="auto", elicitation_callback=accept) as proxied:
+        # The SDK puts the proxy's InputRequiredResult to the callback and
+        # sends the call again with the answer and the state.
+        result = await proxied.call_tool("add", {"a": 1, "b": 2})
+        assert not result.is_error, text_of(result)
+        assert text_of(result) == "3"
+        assert text_of(await proxied.call_tool("echo", {"text": "free"})) == "free"
+    assert len(asked) == 1
+    assert "Approve the call of tool 'add'" in asked[0].message and '"b": 2' in asked[0].message
+
+    async with client(proxy_command(config), mode="auto", elicitation_callback=answering("decline")) as proxied:
+        result = await proxied.call_tool("add", {"a": 1, "b": 2})
+    assert result.is_error and "the user declined it" in text_of(result), text_of(result)
+
+
+async def test_a_2026_07_28_approval_binds_its_call_and_its_state(write_config):
+    config = write_config(ASK_ADD)
+    accepted = {"guardhost/approval": types.ElicitResult(action="accept")}
+    async with client(proxy_command(config), mode="auto", elicitation_callback=elicited_ada) as proxied:
+        session = proxied.session
+        first = await session.call_tool("add", {"a": 1, "b": 2}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        state = first.request_state
+        assert state.startswith("guardhost.1.") and list(first.input_requests) == ["guardhost/approval"]
+        # Other arguments under the same approval: refused, not run.
+        other = await session.call_tool("add", {"a": 5, "b": 5}, input_responses=accepted, request_state=state)
+        assert other.is_error and "guardhost.approval_mismatch" in text_of(other), text_of(other)
+        # A state changed on the way: refused.
+        forged = state[:-4] + ("0000" if not state.endswith("0000") else "1111")
+        refused = await session.call_tool("add", {"a": 1, "b": 2}, input_responses=accepted, request_state=forged)
+        assert refused.is_error and "not one this guardhost process issued" in text_of(refused), text_of(refused)
+        # Back with no answer to it: refused.
+        silent = await session.call_tool("add", {"a": 1, "b": 2}, request_state=state)
+        assert silent.is_error and "came back without an answer" in text_of(silent), text_of(silent)
+        # The call it was issued for, accepted: it runs.
+        ran = await session.call_tool("add", {"a": 1, "b": 2}, input_responses=accepted, request_state=state)
+        assert not ran.is_error and text_of(ran) == "3", text_of(ran)
 
 
 async def test_an_ask_to_a_client_that_cannot_be_asked_is_a_denial_that_says_so(write_config):
@@ -351,3 +404,20 @@ async def test_a_server_that_dies_is_started_again_as_the_config_says(write_conf
     assert "it was started again" not in error.error.message
     # After the restart the client was told to list the tools again.
     assert any("tools/list_changed" in m or "ToolListChanged" in m for m in changed), changed
+
+
+async def test_a_call_approved_in_the_2026_07_28_form_keeps_its_approval_for_the_servers_own_rounds(write_config):
+    # `ask` elicits through the server itself: in this form the server
+    # answers with an InputRequiredResult of its own, and the client sends
+    # the call a third time with the server's state.
+    config = write_config(ASK_ADD.replace("ask: [add]", "ask: [ask]"))
+    asked = []
+
+    async def answer(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"answer": "Ada"})
+
+    async with client(proxy_command(config), mode="auto", elicitation_callback=answer) as proxied:
+        result = await proxied.call_tool("ask", {"question": "name?"})
+    assert not result.is_error and text_of(result) == "user said: Ada", text_of(result)
+    assert len(asked) == 2 and asked[0].startswith("Approve the call of tool 'ask'") and asked[1] == "name?", asked
