@@ -36,7 +36,8 @@ pub struct McpArgs {
     /// the server as `Authorization: Bearer TOKEN` (never logged).
     #[arg(long, value_name = "VAR", requires = "upstream")]
     upstream_token_env: Option<String>,
-    /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of
+    /// Serve MCP's streamable HTTP transport at http://ADDR/mcp (https://
+    /// with --tls-cert and --tls-key) instead of
     /// speaking stdio to one client: each client's session gets its own
     /// server (or upstream session). ADDR is HOST:PORT (127.0.0.1:8931;
     /// port 0 picks a free one, printed at start).
@@ -64,6 +65,13 @@ pub struct McpArgs {
     /// this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 1800, requires = "listen")]
     session_idle: u64,
+    /// With --listen: serve https://ADDR/mcp with this certificate chain
+    /// (PEM, the server's certificate first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// With --tls-cert: the certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// The MCP server's command and its arguments, after `--`. Without one
     /// (and without --upstream), the servers of the config's `mcp.servers`,
     /// their tools named SERVER__TOOL.
@@ -277,12 +285,18 @@ fn listen(
             socket.ip()
         )));
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(guardhost_mcp::tls::acceptor(cert, key).map_err(mcp_error)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let options = guardhost_mcp::listen::Listen {
         token,
         hosts: args.allow_host.clone(),
         origins: args.allow_origin.clone(),
         max_sessions: args.max_sessions.max(1),
         idle: std::time::Duration::from_secs(args.session_idle.max(1)),
+        tls,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -301,7 +315,7 @@ fn listen(
             Servers::Several(_) => "each session reaches every server of mcp.servers on its own",
         };
         eprintln!(
-            "guardhost mcp: serving MCP at http://{local}{} ({each}; SIGINT or SIGTERM ends)",
+            "guardhost mcp: serving MCP at {scheme}://{local}{} ({each}; SIGINT or SIGTERM ends)",
             guardhost_mcp::listen::PATH
         );
         guardhost_mcp::listen::serve(listener, options, gate, mcp, servers, shutdown_signal())

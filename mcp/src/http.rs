@@ -46,7 +46,7 @@ use tokio_rustls::TlsConnector;
 use crate::framing::Line;
 use crate::message::{Kind, Message, SERVER_GONE};
 use crate::sse::EventParser;
-use crate::tls::TlsError;
+use crate::tls::{Stream, TlsError};
 
 /// An `http://` or `https://` URL, read as far as the transport needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -525,12 +525,6 @@ async fn connect(shared: &Shared) -> Result<SendRequest<Full<Bytes>>, String> {
         _ => handshake(Box::new(stream)).await,
     }
 }
-
-/// A connection's stream, plain or TLS: one type, so hyper's client is
-/// compiled once.
-trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
-
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
 
 async fn handshake(io: Box<dyn Stream>) -> Result<SendRequest<Full<Bytes>>, String> {
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))

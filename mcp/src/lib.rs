@@ -26,7 +26,7 @@
 //! - [`http`]: the streamable HTTP transport towards a server
 //!   (`--upstream URL`), its messages and streams as [`sse`] events;
 //! - [`tls`]: TLS towards `https://` servers (the system's roots and
-//!   `mcp.ca_file`);
+//!   `mcp.ca_file`) and for `--listen`'s clients;
 //! - [`stdio`]: this process's standard input and output as the client's
 //!   side (pipes on the event loop where they are pipes);
 //! - [`listen`]: the streamable HTTP transport towards clients (`--listen

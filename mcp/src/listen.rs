@@ -1,6 +1,7 @@
 //! The streamable HTTP transport towards clients (`guardhost mcp --listen
 //! ADDR`), as MCP's 2025-06-18 and 2025-11-25 revisions define it, over
-//! plain HTTP/1.1 at `http://ADDR/mcp`.
+//! HTTP/1.1 at `http://ADDR/mcp`, or over TLS at `https://ADDR/mcp`
+//! ([`crate::tls::acceptor`]).
 //!
 //! Each client's `initialize` starts a session ([`crate::session`]): a
 //! proxy run of its own, so a server started by command serves one client
@@ -42,6 +43,7 @@ use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 use crate::config::McpConfig;
 use crate::config::Servers;
@@ -49,6 +51,10 @@ use crate::gate::Gate;
 use crate::message::{Kind, Message, INVALID_REQUEST};
 use crate::pending::{Answer, AnswerError, Pending};
 use crate::session::{Events, First, Refused, Session};
+use crate::tls::Stream;
+
+/// The longest a client's TLS handshake may take.
+const HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// The path the transport is served at.
 pub const PATH: &str = "/mcp";
@@ -73,7 +79,7 @@ const TRANSPORT_ERROR: i64 = -32000;
 type Refusal = Box<Response<Reply>>;
 
 /// How the transport is served.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Listen {
     /// The token every request must carry as `Authorization: Bearer
     /// TOKEN`; `None`: no token asked.
@@ -89,6 +95,22 @@ pub struct Listen {
     pub max_sessions: usize,
     /// How long a session with no stream open and no message lives.
     pub idle: Duration,
+    /// TLS for clients (`--tls-cert`, `--tls-key`): `https://ADDR/mcp`.
+    pub tls: Option<TlsAcceptor>,
+}
+
+/// Shows neither the token nor the TLS key: whether there is one.
+impl std::fmt::Debug for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listen")
+            .field("token", &self.token.as_ref().map(|_| ".."))
+            .field("hosts", &self.hosts)
+            .field("origins", &self.origins)
+            .field("max_sessions", &self.max_sessions)
+            .field("idle", &self.idle)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl Default for Listen {
@@ -99,6 +121,7 @@ impl Default for Listen {
             origins: Vec::new(),
             max_sessions: 32,
             idle: Duration::from_secs(30 * 60),
+            tls: None,
         }
     }
 }
@@ -161,6 +184,20 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
         tokio::spawn(async move {
+            let stream: Box<dyn Stream> = match &server.options.tls {
+                None => Box::new(stream),
+                Some(acceptor) => match tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => Box::new(stream),
+                    Ok(Err(error)) => {
+                        tracing::debug!(%peer, "a TLS handshake failed: {error}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "a TLS handshake took more than {HANDSHAKE:?}: closed");
+                        return;
+                    }
+                },
+            };
             let service = hyper::service::service_fn(move |request| {
                 let server = Arc::clone(&server);
                 async move { Ok::<_, Infallible>(handle(&server, request).await) }
@@ -221,7 +258,8 @@ fn allowed(local: SocketAddr, options: &Listen) -> (Vec<String>, Vec<String>) {
         }
     }
     hosts.extend(options.hosts.iter().map(|h| h.to_ascii_lowercase()));
-    let mut origins: Vec<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
+    let scheme = if options.tls.is_some() { "https" } else { "http" };
+    let mut origins: Vec<String> = hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
     origins.extend(options.origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()));
     (hosts, origins)
 }

@@ -1,4 +1,6 @@
-//! TLS towards `https://` servers: rustls, trusting the system's root
+//! TLS towards `https://` servers, and for `--listen`'s clients.
+//!
+//! Towards servers: rustls, trusting the system's root
 //! certificates (as curl does: the platform's store, or the files named by
 //! `SSL_CERT_FILE` / `SSL_CERT_DIR`) and, when the config names one,
 //! `mcp.ca_file`'s certificates besides (a private CA's, or a server's own
@@ -8,15 +10,24 @@
 //! The roots are read once per process and `ca_file`, the first time an
 //! `https://` server is reached (at start, when the command line or the
 //! config names one).
+//!
+//! For clients (`--listen ADDR --tls-cert FILE --tls-key FILE`): the
+//! certificate chain and its key, read at start; TLS 1.2 or 1.3, HTTP/1.1.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::CertificateDer;
-use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
-use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, ServerConfig};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// A connection's stream, plain or TLS: one type, so that hyper's code for
+/// a connection is compiled once.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
 
 /// Why TLS towards a server cannot be set up.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +36,16 @@ pub enum TlsError {
     /// `mcp.ca_file` could not be read.
     #[error("cannot read mcp.ca_file {path}: {why}; it takes a file of PEM certificates (-----BEGIN CERTIFICATE-----)")]
     CaFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// `--tls-cert` or `--tls-key` could not be used.
+    #[error("cannot serve TLS with {what} {path}: {why}")]
+    Serving {
+        /// Which file: the certificate chain or the key.
+        what: &'static str,
         /// The file.
         path: PathBuf,
         /// Why.
@@ -51,6 +72,39 @@ pub fn connector(ca_file: Option<&Path>) -> Result<TlsConnector, TlsError> {
     let connector = build(ca_file)?;
     built.insert(key, connector.clone());
     Ok(connector)
+}
+
+/// An acceptor serving the certificate chain in `cert` (PEM, the server's
+/// own first) with the private key in `key` (PEM: PKCS #8, PKCS #1 or
+/// SEC 1).
+pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+    let bad = |what, path: &Path, why: String| TlsError::Serving { what, path: path.to_owned(), why };
+    let chain =
+        CertificateDer::pem_file_iter(cert).and_then(|certs| certs.collect::<Result<Vec<_>, _>>()).map_err(
+            |e| bad("the certificate chain", cert, format!("{e} (--tls-cert takes PEM certificates)")),
+        )?;
+    if chain.is_empty() {
+        return Err(bad(
+            "the certificate chain",
+            cert,
+            "it holds no certificate (--tls-cert takes PEM certificates)".into(),
+        ));
+    }
+    // Never the key's bytes in an error: what kind of problem, only.
+    let private = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| bad("the key", key, format!("{e} (--tls-key takes a PEM private key)")))?;
+    #[expect(deprecated, reason = "ring builds with the C compiler alone (see `build`)")]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring's provider supports the default protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, private)
+        .map_err(|e| {
+            bad("the key", key, format!("it does not serve the certificate of {}: {e}", cert.display()))
+        })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 fn build(ca_file: Option<&Path>) -> Result<TlsConnector, TlsError> {

@@ -90,7 +90,7 @@ def listening(config, *args, env=None):
     try:
         deadline = time.monotonic() + 30
         while True:
-            found = re.search(r"serving MCP at (http://\S+)", Path(log.name).read_text(errors="replace"))
+            found = re.search(r"serving MCP at (https?://\S+)", Path(log.name).read_text(errors="replace"))
             if found:
                 break
             if process.poll() is not None or time.monotonic() > deadline:

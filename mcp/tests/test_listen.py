@@ -385,3 +385,56 @@ def test_a_client_that_cannot_be_asked_waits_for_an_approver_over_v1_pending(wri
         refused = call(5)
         assert refused["isError"] and "guardhost.approval_refused" in refused["content"][0]["text"]
         assert raw.request("POST", {"approved": True}, path="/v1/pending/0000").status == 404
+
+
+async def test_listen_serves_https_with_the_certificate_it_is_given(write_config, tmp_path):
+    import ssl
+
+    import httpx2
+
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from test_http_upstream import certificates
+
+    ca, cert, key = certificates(tmp_path, ["127.0.0.1", "localhost"])
+    config = write_config(DENY_WRITES)
+    target = tmp_path / "written.txt"
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    with listening(config, *tls, "--", *server_command()) as (url, log):
+        assert url.startswith("https://127.0.0.1:"), url
+        trusting = httpx2.AsyncClient(verify=ssl.create_default_context(cafile=str(ca)))
+        async with Client(streamable_http_client(url, http_client=trusting)) as proxied:
+            assert text_of(await proxied.call_tool("echo", {"text": "over tls"})) == "over tls"
+            assert "write_file" not in [t.name for t in (await proxied.list_tools()).tools]
+            with pytest.raises(MCPError, match="Unknown tool: write_file"):
+                await proxied.call_tool("write_file", {"path": str(target), "content": "x"})
+        # Plain HTTP to the TLS port gets no MCP answer; a client that does
+        # not trust the certificate cannot connect.
+        address = urlsplit(url)
+        plain = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+        with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+            plain.request("POST", address.path, body=json.dumps(initialize_body()))
+            plain.getresponse()
+        with pytest.raises(BaseException) as raised:
+            async with Client(url):
+                pass
+        assert "CERTIFICATE_VERIFY_FAILED" in repr(raised.value) or "certificate" in repr(raised.value).lower()
+    assert not target.exists()
+
+
+def test_listen_refuses_a_key_that_is_not_the_certificates(write_config, tmp_path):
+    from test_http_upstream import certificates
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    _, cert, _ = certificates(first, ["127.0.0.1"])
+    _, _, other_key = certificates(second, ["127.0.0.1"])
+    config = write_config(DENY_WRITES)
+    command = [GUARDHOST, "mcp", "--config", str(config), "--listen", "127.0.0.1:0"]
+    command += ["--tls-cert", str(cert), "--tls-key", str(other_key), "--", *server_command()]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2, run.stderr
+    assert "cannot serve TLS with the key" in run.stderr and "server-key.pem" in run.stderr, run.stderr
+    assert "PRIVATE KEY" not in run.stderr
