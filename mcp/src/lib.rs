@@ -30,7 +30,8 @@
 //! - [`stdio`]: this process's standard input and output as the client's
 //!   side (pipes on the event loop where they are pipes);
 //! - [`listen`]: the streamable HTTP transport towards clients (`--listen
-//!   ADDR`), with its checks (`Host`, `Origin`, bearer token);
+//!   ADDR`), with its checks (`Host`, `Origin`, bearer token), and its
+//!   answers ([`reply`]);
 //!   [`session`]: one client's session, its proxy and its streams;
 //! - [`metrics`]: what was decided and served, for `GET /metrics`;
 //! - [`pending`]: calls held for an approver over HTTP (`/v1/pending`),
@@ -52,6 +53,7 @@ pub mod mux;
 pub mod pending;
 pub mod pins;
 pub mod proxy;
+pub mod reply;
 pub mod session;
 pub mod sse;
 pub mod state;

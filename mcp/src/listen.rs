@@ -30,14 +30,12 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -50,6 +48,7 @@ use crate::config::Servers;
 use crate::gate::Gate;
 use crate::message::{Kind, Message, INVALID_REQUEST};
 use crate::pending::{Answer, AnswerError, Pending};
+use crate::reply::{ended, error, event_stream, json_response, rpc_error, Reply};
 use crate::session::{Events, First, Refused, Session};
 use crate::tls::Stream;
 
@@ -70,10 +69,6 @@ pub const PENDING_PATH: &str = "/v1/pending";
 
 /// The protocol versions a client may name in `MCP-Protocol-Version`.
 pub const VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-/// The JSON-RPC code of the errors the transport answers itself (a missing
-/// session, a refused header), as the SDKs' servers use it.
-const TRANSPORT_ERROR: i64 = -32000;
 
 /// A response that refuses a request, in place of what was asked for.
 type Refusal = Box<Response<Reply>>;
@@ -631,10 +626,6 @@ fn version(headers: &HeaderMap) -> Result<Option<String>, Refusal> {
     }
 }
 
-fn ended() -> Response<Reply> {
-    error(StatusCode::NOT_FOUND, "Session not found: it ended (its server exited); initialize again")
-}
-
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -687,70 +678,6 @@ async fn read_body(mut body: Incoming, limit: usize) -> Result<Vec<u8>, Option<u
         return Err(Some(length));
     }
     Ok(bytes)
-}
-
-fn event_stream(events: Events) -> Response<Reply> {
-    let mut response = Response::new(Reply::Stream(events));
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
-    response
-}
-
-fn json_response(status: StatusCode, value: &Value) -> Response<Reply> {
-    let mut body = serde_json::to_vec(value).unwrap_or_default();
-    body.push(b'\n');
-    let mut response = Response::new(Reply::Whole(Some(Bytes::from(body))));
-    *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
-/// An HTTP error with a JSON-RPC error body (`id` null), as the SDKs'
-/// servers answer.
-fn error(status: StatusCode, text: &str) -> Response<Reply> {
-    rpc_error(status, TRANSPORT_ERROR, text)
-}
-
-fn rpc_error(status: StatusCode, code: i64, text: &str) -> Response<Reply> {
-    let mut body = Message::error(None, code, text).to_line();
-    body.push(b'\n');
-    let mut response = Response::new(Reply::Whole(Some(Bytes::from(body))));
-    *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
-/// A response's body: whole, or an event stream fed by a session.
-pub enum Reply {
-    /// One piece (taken when sent).
-    Whole(Option<Bytes>),
-    /// Events as the session puts them on the stream; the body ends when
-    /// the session drops its end.
-    Stream(Events),
-}
-
-impl Reply {
-    fn empty() -> Reply {
-        Reply::Whole(None)
-    }
-}
-
-impl Body for Reply {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Reply::Whole(bytes) => Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes)))),
-            Reply::Stream(events) => {
-                events.poll_recv(cx).map(|event| event.map(|bytes| Ok(Frame::data(bytes))))
-            }
-        }
-    }
 }
 
 #[cfg(test)]
