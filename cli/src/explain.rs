@@ -39,6 +39,9 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     #[cfg(feature = "cedar")]
     let specs = config.guard_specs();
     for (number, (step, entry)) in explained.steps.iter().zip(guardrail.described()).enumerate() {
+        // The entry's number finds its Cedar spec.
+        #[cfg(not(feature = "cedar"))]
+        let _ = number;
         let info = entry.provider;
         out!("  {} ({} provider at {}): ", step.entry, info.name, entry.written.place)?;
         match &step.answer {

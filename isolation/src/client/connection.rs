@@ -3,6 +3,7 @@
 //! it into use, and the collector of async answers).
 
 use std::process::ExitStatus;
+#[cfg(target_os = "linux")]
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +11,9 @@ use std::time::{Duration, Instant};
 use guardhost::ProviderFailure;
 use guardhost::Transport;
 
-use super::state::{assert_unlocked, Connection, Link};
+#[cfg(target_os = "linux")]
+use super::state::assert_unlocked;
+use super::state::{Connection, Link};
 use crate::protocol::{self, FrameError};
 
 /// How long an async call alone in flight over shared memory waits for its

@@ -5,8 +5,6 @@
 //! other systems this file is empty.
 #![cfg(windows)]
 
-use crate::support;
-
 use crate::support::{allowlist, config, Server, SERVER};
 use serde_json::json;
 
