@@ -77,6 +77,20 @@ struct ToServer {
     /// The client's `initialize` sent again to a restarted server: its
     /// answer is the proxy's, not the client's.
     replay: bool,
+    /// A call approved in the 2026-07-28 form: the approval, should the
+    /// server answer with an `InputRequiredResult` of its own.
+    approval: Option<Box<Approved>>,
+}
+
+/// An approval given in the 2026-07-28 form, for the server's own rounds
+/// of the call it approved.
+#[derive(Clone)]
+struct Approved {
+    /// The call's method, tool and arguments ([`approval_key`]).
+    key: String,
+    ask: Ask,
+    /// The id of the request that was asked about.
+    first_id: String,
 }
 
 /// A request the proxy sent to the client.
@@ -296,6 +310,25 @@ fn approval_key(method: &str, tool: &str, arguments: &serde_json::Map<String, Va
     format!("{method}\u{0}{tool}\u{0}{}", Value::Object(arguments.clone()))
 }
 
+impl Approved {
+    /// The approval `call` carries (one [`Gate::approved`] made).
+    fn of(method: &str, call: &ToolCallRequest) -> Option<Approved> {
+        let approval = call.context.as_ref()?.get("approval")?;
+        let approval: guardhost::Approval = serde_json::from_value(approval.clone()).ok()?;
+        let tool = call.tool_call.name.as_deref()?;
+        Some(Approved {
+            key: approval_key(method, tool, &call.tool_call.args),
+            ask: Ask {
+                entry: approval.entry,
+                digest: approval.digest,
+                deadline: approval.deadline,
+                approvers: Vec::new(),
+            },
+            first_id: call.tool_call.id.clone()?,
+        })
+    }
+}
+
 /// Gives a guarded request's `params` the arguments a guard rewrote its
 /// call to (see [`crate::gate`] for how each method's parameters are the
 /// call's arguments).
@@ -338,10 +371,10 @@ struct Proxy {
     hidden: HashSet<String>,
     /// Tools withheld as changed since pinned: (pinned, offered).
     withheld: HashMap<String, (String, String)>,
-    /// Calls approved in the 2026-07-28 form, by method, tool and
-    /// arguments: the ask and the first request's id, for the server's
-    /// own rounds of the same call (until the ask's deadline).
-    approved_in_state: HashMap<String, (Ask, String)>,
+    /// Calls approved in the 2026-07-28 form that the server answered with
+    /// an `InputRequiredResult` of its own, by the `requestState` it gave:
+    /// the call sent again with that state keeps its approval, once.
+    approved_in_state: HashMap<String, Approved>,
 }
 
 impl Proxy {
@@ -425,7 +458,7 @@ impl Proxy {
         self.next_server_id += 1;
         let proxy_id = self.next_server_id;
         message.set("id", raw(&Value::from(proxy_id)));
-        self.to_server.insert(proxy_id, ToServer { id, method, replay: false });
+        self.to_server.insert(proxy_id, ToServer { id, method, replay: false, approval: None });
         self.to_server(message).await
     }
 
@@ -463,22 +496,24 @@ impl Proxy {
                 return self.reply_error(Some(id), INVALID_PARAMS, &format!("Unknown tool: {tool}")).await;
             }
         }
+        // The client as it named itself: at `initialize`, or in each
+        // request's `_meta` in the 2026-07-28 form.
+        let client = self.client_name.clone().or_else(|| state::client_name(&params));
         if let Some((issued, action)) = answered {
-            return self.answered_in_state(message, method, tool, arguments, &issued, action).await;
+            return self.answered_in_state(message, (method, tool, arguments), client, &issued, action).await;
         }
-        let continued = params.get("requestState").is_some() || params.get("inputResponses").is_some();
-        let key = approval_key(&method, &tool, &arguments);
-        if let Some((ask, first_id)) = self.approved_in_state.get(&key).filter(|_| continued).cloned() {
-            if ask.deadline >= guardhost::unix_now() {
-                // The server's own round of a call approved in this form:
-                // the approval stands until its deadline.
-                let first = self.gate.call(&method, tool, arguments, &first_id, self.client_name.as_deref());
-                let approved = Gate::approved(&first, &ask, self.client_name.as_deref());
-                return self.decide(message, approved, true);
+        // The server's own round of a call approved in this form: sent
+        // again with the state the server gave, the same call keeps its
+        // approval (until the ask's deadline).
+        let servers_state = params.get("requestState").and_then(Value::as_str);
+        if let Some(approved) = servers_state.and_then(|state| self.approved_in_state.remove(state)) {
+            let same = approved.key == approval_key(&method, &tool, &arguments);
+            if same && approved.ask.deadline >= guardhost::unix_now() {
+                let first = self.gate.call(&method, tool, arguments, &approved.first_id, client.as_deref());
+                return self.decide(message, Gate::approved(&first, &approved.ask, client.as_deref()), true);
             }
-            self.approved_in_state.remove(&key);
         }
-        let call = self.gate.call(&method, tool, arguments, id.get(), self.client_name.as_deref());
+        let call = self.gate.call(&method, tool, arguments, id.get(), client.as_deref());
         self.decide(message, call, false);
     }
 
@@ -487,9 +522,8 @@ impl Proxy {
     async fn answered_in_state(
         &mut self,
         message: Message,
-        method: String,
-        tool: String,
-        arguments: serde_json::Map<String, Value>,
+        (method, tool, arguments): (String, String, serde_json::Map<String, Value>),
+        client: Option<String>,
         state: &str,
         action: Option<String>,
     ) {
@@ -505,21 +539,12 @@ impl Proxy {
                 return self.deny(id, &method, &text, "guardhost.approval_refused").await;
             }
         };
-        let key = approval_key(&method, &tool, &arguments);
-        let client = self.client_name.clone();
         let first = self.gate.call(&method, tool, arguments, &issued.first_id, client.as_deref());
         let ask = issued.ask;
         let why = match action.as_deref() {
             _ if ask.deadline < guardhost::unix_now() => "no answer came before its deadline",
             Some("accept") => {
                 tracing::info!(server = %self.gate.server(), entry = %ask.entry, digest = %ask.digest, "approved through the 2026-07-28 form's input request");
-                if self.approved_in_state.len() >= MAX_APPROVED_IN_STATE {
-                    let now = guardhost::unix_now();
-                    self.approved_in_state.retain(|_, (ask, _)| ask.deadline >= now);
-                }
-                if self.approved_in_state.len() < MAX_APPROVED_IN_STATE {
-                    self.approved_in_state.insert(key, (ask.clone(), issued.first_id));
-                }
                 let approved = Gate::approved(&first, &ask, client.as_deref());
                 return self.decide(message, approved, true);
             }
@@ -583,7 +608,11 @@ impl Proxy {
                     rewrite(&method, &mut params, arguments);
                     message.set("params", raw(&params));
                 }
-                self.forward_request(message, method).await
+                let approval = if approved { Approved::of(&method, &call) } else { None };
+                self.forward_request(message, method).await;
+                if let Some(forwarded) = self.to_server.get_mut(&self.next_server_id) {
+                    forwarded.approval = approval.map(Box::new);
+                }
             }
             Ok(Ruling::Deny { text, code, entry }) => {
                 let entry = entry.unwrap_or_else(|| "-".to_owned());
@@ -887,11 +916,32 @@ impl Proxy {
                     return;
                 }
                 message.set("id", pending.id);
+                if let Some(approval) = pending.approval {
+                    self.server_asks_too(&message, *approval);
+                }
                 if pending.method == "tools/list" && message.get("result").is_some() {
                     return self.listing(message).await;
                 }
                 self.to_client(&message).await
             }
+        }
+    }
+
+    /// An approved call the server answered with an `InputRequiredResult`
+    /// of its own (the 2026-07-28 form): its approval is kept for the round
+    /// that comes back with the server's state.
+    fn server_asks_too(&mut self, answer: &Message, approval: Approved) {
+        let result = answer.value("result").unwrap_or_default();
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return;
+        }
+        let Some(state) = result.get("requestState").and_then(Value::as_str) else { return };
+        if self.approved_in_state.len() >= MAX_APPROVED_IN_STATE {
+            let now = guardhost::unix_now();
+            self.approved_in_state.retain(|_, kept| kept.ask.deadline >= now);
+        }
+        if self.approved_in_state.len() < MAX_APPROVED_IN_STATE {
+            self.approved_in_state.insert(state.to_owned(), approval);
         }
     }
 
@@ -1010,7 +1060,8 @@ impl Proxy {
         let proxy_id = self.next_server_id;
         message.set("id", raw(&Value::from(proxy_id)));
         let id = raw(&Value::Null);
-        self.to_server.insert(proxy_id, ToServer { id, method: "initialize".into(), replay: true });
+        let initialize = ToServer { id, method: "initialize".into(), replay: true, approval: None };
+        self.to_server.insert(proxy_id, initialize);
         self.to_server(message).await;
         if self.initialized {
             self.to_server(Message::notification("notifications/initialized", &json!({}))).await;

@@ -89,6 +89,15 @@ pub fn can_elicit(params: &Value) -> bool {
             .is_some_and(Value::is_object)
 }
 
+/// The name a client of the 2026-07-28 form gives itself in a request's
+/// `_meta` (there is no `initialize` to give it in).
+pub fn client_name(params: &Value) -> Option<String> {
+    params
+        .pointer("/_meta/io.modelcontextprotocol~1clientInfo/name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
 /// The proxy's part of a retried request: its state, and the user's
 /// answer (`accept`, `decline`, `cancel`; `None` when none came). Both are
 /// taken out of `params`.
@@ -227,6 +236,9 @@ mod tests {
             }})
         };
         assert!(can_elicit(&meta(serde_json::json!({"elicitation": {}}))));
+        let named = serde_json::json!({"_meta": {"io.modelcontextprotocol/clientInfo": {"name": "ada", "version": "1"}}});
+        assert_eq!(client_name(&named).as_deref(), Some("ada"));
+        assert_eq!(client_name(&serde_json::json!({})), None);
         assert!(!can_elicit(&meta(serde_json::json!({"sampling": {}}))));
         assert!(!can_elicit(&serde_json::json!({"name": "x"})));
     }

@@ -421,3 +421,35 @@ async def test_a_call_approved_in_the_2026_07_28_form_keeps_its_approval_for_the
         result = await proxied.call_tool("ask", {"question": "name?"})
     assert not result.is_error and text_of(result) == "user said: Ada", text_of(result)
     assert len(asked) == 2 and asked[0].startswith("Approve the call of tool 'ask'") and asked[1] == "name?", asked
+
+
+async def test_an_approval_kept_for_the_servers_round_holds_for_its_state_once(write_config):
+    config = write_config(ASK_ADD.replace("ask: [add]", "ask: [ask]"))
+    accepted = {"guardhost/approval": types.ElicitResult(action="accept")}
+    question = {"question": "name?"}
+
+    def answered(result):
+        ada = types.ElicitResult(action="accept", content={"answer": "Ada"})
+        return {key: ada for key in result.input_requests}
+
+    async with client(proxy_command(config), mode="auto", elicitation_callback=elicited_ada) as proxied:
+        session = proxied.session
+        ours = await session.call_tool("ask", question, allow_input_required=True)
+        theirs = await session.call_tool(
+            "ask", question, input_responses=accepted, request_state=ours.request_state, allow_input_required=True
+        )
+        # Approved, the call reached the server, which asks its own question.
+        assert isinstance(theirs, types.InputRequiredResult) and "guardhost/approval" not in theirs.input_requests
+        # A state the server did not give: the proxy asks again.
+        made_up = await session.call_tool(
+            "ask", question, input_responses=answered(theirs), request_state="made up", allow_input_required=True
+        )
+        assert isinstance(made_up, types.InputRequiredResult) and "guardhost/approval" in made_up.input_requests
+        # The server's state: the approval holds, and the call completes.
+        done = await session.call_tool("ask", question, input_responses=answered(theirs), request_state=theirs.request_state)
+        assert text_of(done) == "user said: Ada", text_of(done)
+        # Once: the same state again is asked about again.
+        again = await session.call_tool(
+            "ask", question, input_responses=answered(theirs), request_state=theirs.request_state, allow_input_required=True
+        )
+        assert isinstance(again, types.InputRequiredResult) and "guardhost/approval" in again.input_requests
