@@ -79,23 +79,13 @@ pub fn connector(ca_file: Option<&Path>) -> Result<TlsConnector, TlsError> {
 /// SEC 1).
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
     let bad = |what, path: &Path, why: String| TlsError::Serving { what, path: path.to_owned(), why };
-    let chain =
-        CertificateDer::pem_file_iter(cert).and_then(|certs| certs.collect::<Result<Vec<_>, _>>()).map_err(
-            |e| bad("the certificate chain", cert, format!("{e} (--tls-cert takes PEM certificates)")),
-        )?;
-    if chain.is_empty() {
-        return Err(bad(
-            "the certificate chain",
-            cert,
-            "it holds no certificate (--tls-cert takes PEM certificates)".into(),
-        ));
-    }
+    let chain = certificates(cert).map_err(|why| {
+        bad("the certificate chain", cert, format!("{why} (--tls-cert takes PEM certificates)"))
+    })?;
     // Never the key's bytes in an error: what kind of problem, only.
     let private = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| bad("the key", key, format!("{e} (--tls-key takes a PEM private key)")))?;
-    #[expect(deprecated, reason = "ring builds with the C compiler alone (see `build`)")]
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let mut config = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .expect("ring's provider supports the default protocol versions")
         .with_no_client_auth()
@@ -116,14 +106,7 @@ fn build(ca_file: Option<&Path>) -> Result<TlsConnector, TlsError> {
     }
     if let Some(path) = ca_file {
         let bad = |why: String| TlsError::CaFile { path: path.to_owned(), why };
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| bad(e.to_string()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(bad("it holds no certificate".into()));
-        }
-        for cert in certs {
+        for cert in certificates(path).map_err(bad)? {
             roots.add(cert).map_err(|e| bad(format!("a certificate in it is not a CA's: {e}")))?;
         }
     }
@@ -131,13 +114,7 @@ fn build(ca_file: Option<&Path>) -> Result<TlsConnector, TlsError> {
         let why = system.errors.first().map(|e| format!(" ({e})")).unwrap_or_default();
         return Err(TlsError::NoRoots { why });
     }
-    // rustls marks ring's provider deprecated for having no post-quantum
-    // key exchange; aws-lc-rs's has one, but needs cmake and minutes of C
-    // on two cores (and in the Windows cross-build). The key exchange here
-    // is X25519 or ECDHE, as most servers offer today.
-    #[expect(deprecated, reason = "ring builds with the C compiler alone")]
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
+    let mut config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .expect("ring's provider supports the default protocol versions")
         .with_root_certificates(roots)
@@ -145,6 +122,27 @@ fn build(ca_file: Option<&Path>) -> Result<TlsConnector, TlsError> {
     // The transport speaks HTTP/1.1.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsConnector::from(Arc::new(config)))
+}
+
+/// The PEM certificates in `path`, at least one; why not, as text.
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| e.to_string())?;
+    match certs.is_empty() {
+        true => Err("it holds no certificate".into()),
+        false => Ok(certs),
+    }
+}
+
+/// The cryptography both sides use: ring's.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    // rustls marks ring's provider deprecated for having no post-quantum
+    // key exchange; aws-lc-rs's has one, but needs cmake and minutes of C
+    // on two cores (and in the Windows cross-build). The key exchange here
+    // is X25519 or ECDHE, as most servers offer today.
+    #[expect(deprecated, reason = "ring builds with the C compiler alone")]
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 #[cfg(test)]
